@@ -1,0 +1,88 @@
+"""A shared source/target BPE vocabulary (section 5.1 of the paper), trained with the `tokenizers` library.
+
+Text is NFKC-normalised and split on spaces SentencePiece-style (a space becomes the prefix "▁" of the next word),
+so decoding restores the exact spacing around punctuation and non-ASCII letters. Every sequence ends with `</s>`;
+the decoder starts from `<s>`. The result is a standard fast tokenizer: `save_pretrained` writes `tokenizer.json`
+and `AutoTokenizer.from_pretrained(dir)` loads it with no custom class.
+
+    python -m training.tokenizer --files train.en train.de --vocab_size 8000 --output_dir tok/
+"""
+
+import argparse
+import os
+from collections.abc import Iterable, Iterator
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import PreTrainedTokenizerFast
+
+# Ids fixed to match VanillaTransformerConfig's defaults (pad 0, bos/decoder start 1, eos 2).
+SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+
+
+def _lines(files: Iterable[str]) -> Iterator[str]:
+    for path in files:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"Tokenizer training file not found: {path}")
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    yield line.rstrip("\n")
+
+
+def train_tokenizer(
+    texts: Iterable[str] | None = None,
+    *,
+    files: Iterable[str] | None = None,
+    vocab_size: int = 8000,
+    min_frequency: int = 2,
+    model_max_length: int = 512,
+) -> PreTrainedTokenizerFast:
+    """Train one BPE vocabulary on `texts` (an iterable of sentences, both languages) or on text `files`.
+
+    Returns a `PreTrainedTokenizerFast` with `<pad>`=0, `<s>`=1, `</s>`=2, `<unk>`=3.
+    """
+    if (texts is None) == (files is None):
+        raise ValueError("Give exactly one of texts (an iterable of sentences) and files (paths of text files).")
+    if vocab_size < len(SPECIAL_TOKENS) + 1:
+        raise ValueError(f"vocab_size={vocab_size} is too small: it must exceed the {len(SPECIAL_TOKENS)} special tokens.")
+    iterator = _lines(files) if files is not None else (t for t in texts if t and t.strip())
+
+    tokenizer = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS["unk_token"]))
+    tokenizer.normalizer = normalizers.NFKC()
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(SPECIAL_TOKENS.values()),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(iterator, trainer=trainer)
+    if tokenizer.get_vocab_size() <= len(SPECIAL_TOKENS):
+        raise ValueError("The tokenizer training data is empty: no non-blank line was found.")
+    eos = SPECIAL_TOKENS["eos_token"]
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, tokenizer.token_to_id(eos))]
+    )
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, model_max_length=model_max_length, **SPECIAL_TOKENS)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", nargs="+", required=True, help="text files, one sentence per line (all languages)")
+    parser.add_argument("--vocab_size", type=int, default=8000)
+    parser.add_argument("--min_frequency", type=int, default=2)
+    parser.add_argument("--model_max_length", type=int, default=512)
+    parser.add_argument("--output_dir", required=True)
+    args = parser.parse_args(argv)
+    try:
+        tokenizer = train_tokenizer(files=args.files, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+                                    model_max_length=args.model_max_length)
+    except (FileNotFoundError, ValueError) as error:
+        parser.error(str(error))
+    tokenizer.save_pretrained(args.output_dir)
+    print(f"Saved a {len(tokenizer)}-token BPE tokenizer to {args.output_dir}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""The `vanilla-transformer` command: thin glue over the package.
+
+Each subcommand lives beside the code it drives and contributes `add_subcommand(subparsers)`, which registers its
+parser and sets `func` to a callable taking the parsed arguments.
+"""
+
+import argparse
+import importlib
+
+# module (relative to this package) -> what it adds; imported lazily so a missing optional extra fails only there
+SUBCOMMAND_MODULES = []
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vanilla-transformer", description=__doc__.split("\n\n")[0])
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for module in SUBCOMMAND_MODULES:
+        importlib.import_module(f".{module}", __package__).add_subcommand(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,770 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017), as a transformers model.
+
+Read top to bottom, this file follows the paper: positional encoding (section 3.5), scaled dot-product and
+multi-head attention (3.2), the position-wise feed-forward network (3.3), encoder and decoder layers and stacks
+(3.1), embeddings shared with the pre-softmax projection (3.4), and finally the two Hugging Face models.
+
+Shapes in comments: B batch, T target (query) length, S source (key) length, P cached length, H heads,
+Dh head size (d_model / H), D d_model, V vocabulary size.
+
+This file is copied next to the weights by `save_pretrained` (Hub remote code), so it imports only torch,
+transformers and its sibling configuration file.
+"""
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import logging
+from transformers.utils.generic import can_return_tuple
+from transformers.utils.import_utils import is_torchdynamo_compiling
+
+from .configuration_vanilla_transformer import VanillaTransformerConfig
+
+
+logger = logging.get_logger(__name__)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Input checks: a wrong id or mask must fail with a message, not an IndexError deep inside an embedding.
+
+
+def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
+    """Raise a ValueError naming the first id of `ids` outside `[0, vocab_size)`."""
+    if ids.dim() != 2:
+        raise ValueError(f"{name} must have shape (batch_size, sequence_length), got {tuple(ids.shape)}.")
+    if ids.numel() == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(ids.shape)}): there is nothing to encode.")
+    if is_torchdynamo_compiling():
+        return
+    bad = (ids < 0) | (ids >= vocab_size)
+    if bad.any():
+        token_id = int(ids[bad][0])
+        raise ValueError(
+            f"{name} contains token id {token_id}, outside the vocabulary of {vocab_size} tokens "
+            f"(valid ids are 0..{vocab_size - 1}). Was the input made by this model's tokenizer?"
+        )
+
+
+def padding_mask(attention_mask: torch.Tensor | None, expected_shape: tuple[int, int], name: str) -> torch.Tensor | None:
+    """(B, S) 1/0 mask -> boolean key mask (B, 1, 1, S), True = attend; None when nothing is masked.
+
+    A row that masks every key would make softmax divide by zero (NaN). Such a row attends to all keys instead:
+    its output is then meaningless but finite, and it never reaches the other rows.
+    """
+    if attention_mask is None:
+        return None
+    if attention_mask.dim() == 4:  # a ready-made (B, 1, T, S) mask, e.g. from generate's static-cache path
+        return attention_mask
+    if tuple(attention_mask.shape) != tuple(expected_shape):
+        raise ValueError(
+            f"{name} has shape {tuple(attention_mask.shape)}, but the input it masks has shape "
+            f"{tuple(expected_shape)}; expected a (batch_size, sequence_length) mask of 1 (token) and 0 (padding)."
+        )
+    mask = attention_mask.bool()
+    if not is_torchdynamo_compiling() and bool(mask.all()):
+        return None  # no padding: attention can take its fastest path
+    mask = mask[:, None, None, :]  # (B, 1, 1, S)
+    return mask | ~mask.any(dim=-1, keepdim=True)
+
+
+def causal_mask(query_length: int, key_length: int, device: torch.device) -> torch.Tensor:
+    """(1, 1, T, P+T) boolean mask: query i (at absolute position P + i) sees keys 0..P+i (section 3.2.3)."""
+    past = key_length - query_length
+    return torch.ones(query_length, key_length, dtype=torch.bool, device=device).tril(diagonal=past)[None, None]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Section 3.5: positional encoding.
+
+
+def sinusoidal_position_encoding(
+    positions: torch.Tensor, d_model: int, layout: str = "interleaved", frequencies: str = "paper"
+) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
+
+    `layout="concatenated"` puts the d_model/2 sines first and the cosines after them, and
+    `frequencies="tensor2tensor"` spaces the wavelengths as 10000^(i/(d_model/2 - 1)): the variants of
+    tensor2tensor, Marian and fairseq. Returns (len(positions), d_model) in float64.
+    """
+    half = d_model // 2
+    i = torch.arange(half, dtype=torch.float64)
+    if frequencies == "paper":
+        inv_wavelength = 10000.0 ** (-2.0 * i / d_model)
+    else:
+        inv_wavelength = torch.exp(-math.log(10000.0) * i / max(half - 1, 1))
+    angles = positions.to(torch.float64)[:, None] * inv_wavelength[None, :]  # (L, D/2)
+    if layout == "interleaved":
+        return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)  # (L, D): sin, cos, sin, cos, ...
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)  # (L, D): sin ... sin, cos ... cos
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Fixed sinusoids for any length; a table is kept for the lengths seen so far (it is not a weight)."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.d_model = config.d_model
+        self.layout = config.sinusoidal_layout
+        self.frequencies = config.sinusoidal_frequencies
+        self.offset = config.position_offset
+        self.initial_length = config.max_position_embeddings
+        self._table: torch.Tensor | None = None
+
+    def forward(self, past_length: int, length: int, like: torch.Tensor) -> torch.Tensor:
+        """Encodings of positions past_length .. past_length + length - 1: (T, D) in `like`'s dtype and device."""
+        end = self.offset + past_length + length
+        table = self._table
+        if table is None or table.shape[0] < end or table.device != like.device or table.dtype != like.dtype:
+            size = max(end, self.offset + self.initial_length, 2 * (table.shape[0] if table is not None else 0))
+            positions = torch.arange(size)
+            table = sinusoidal_position_encoding(positions, self.d_model, self.layout, self.frequencies)
+            table = table.to(device=like.device, dtype=like.dtype)
+            self._table = table
+        return table[self.offset + past_length : end]
+
+
+class LearnedPositionalEmbedding(nn.Embedding):
+    """Table 3, row (E): one learned vector per position, up to `max_position_embeddings`."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config.max_position_embeddings + config.position_offset, config.d_model)
+        self.offset = config.position_offset
+
+    def forward(self, past_length: int, length: int, like: torch.Tensor) -> torch.Tensor:
+        end = self.offset + past_length + length
+        if end > self.num_embeddings:
+            raise ValueError(
+                f"Position {past_length + length - 1} is beyond the {self.num_embeddings - self.offset} learned "
+                "positions of this model (max_position_embeddings); shorten the input or use sinusoidal positions."
+            )
+        return self.weight[self.offset + past_length : end]
+
+
+def positional_encoding(config: VanillaTransformerConfig) -> nn.Module:
+    if config.position_embedding_type == "learned":
+        return LearnedPositionalEmbedding(config)
+    return SinusoidalPositionalEncoding(config)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Section 3.2: attention.
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    is_causal: bool = False,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Equation (1): Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.
+
+    query (B, H, T, Dh), key and value (B, H, S, Dh); returns the output (B, T, H, Dh) and the weights (B, H, T, S).
+    """
+    scores = torch.matmul(query, key.transpose(-2, -1)) * scaling  # (B, H, T, S)
+    if attention_mask is None and is_causal and query.shape[-2] > 1:
+        attention_mask = causal_mask(query.shape[-2], key.shape[-2], query.device)
+    if attention_mask is not None:
+        if attention_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+        else:
+            scores = scores + attention_mask
+    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()  # (B, T, H, Dh)
+    return output, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """Section 3.2.2: MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
+
+    The h per-head projections are one matrix each for Q, K and V, and those are fused into one `Linear`: (Q, K, V)
+    from the same states in self-attention (`qkv_proj`), Q from the decoder and (K, V) from the encoder output in
+    encoder-decoder attention (`q_proj`, `kv_proj`). The cross-attention keys and values are computed once per
+    source sentence and kept in the cache.
+    """
+
+    def __init__(self, config: VanillaTransformerConfig, num_heads: int, is_cross_attention: bool = False,
+                 is_causal: bool = False, layer_idx: int | None = None):
+        super().__init__()
+        self.config = config
+        self.num_heads = num_heads
+        self.head_dim = config.d_model // num_heads
+        self.scaling = self.head_dim**-0.5  # 1 / sqrt(d_k)
+        self.dropout = config.attention_dropout
+        self.is_cross_attention = is_cross_attention
+        self.is_causal = is_causal
+        self.layer_idx = layer_idx
+        d = config.d_model
+        if is_cross_attention:
+            self.q_proj = nn.Linear(d, d)
+            self.kv_proj = nn.Linear(d, 2 * d)
+            self.kv_proj.fused_projections = 2  # initialised as two d x d matrices, see _init_weights
+        else:
+            self.qkv_proj = nn.Linear(d, 3 * d)
+            self.qkv_proj.fused_projections = 3
+        self.out_proj = nn.Linear(d, d)
+
+    def _heads(self, x: torch.Tensor, n: int) -> tuple[torch.Tensor, ...]:
+        """(B, L, n*D) -> n tensors of (B, H, L, Dh)."""
+        batch, length, _ = x.shape
+        return x.view(batch, length, n, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,  # (B, T, D)
+        key_value_states: torch.Tensor | None = None,  # (B, S, D), cross-attention only
+        attention_mask: torch.Tensor | None = None,  # boolean, broadcastable to (B, H, T, S)
+        past_key_values: EncoderDecoderCache | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        batch, length, _ = hidden_states.shape
+        if self.is_cross_attention:
+            (query,) = self._heads(self.q_proj(hidden_states), 1)
+            cache = past_key_values.cross_attention_cache if past_key_values is not None else None
+            if cache is not None and past_key_values.is_updated.get(self.layer_idx, False):
+                key, value = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
+            else:
+                key, value = self._heads(self.kv_proj(key_value_states), 2)  # (B, H, S, Dh) each
+                if cache is not None:
+                    key, value = cache.update(key, value, self.layer_idx)
+                    past_key_values.is_updated[self.layer_idx] = True
+        else:
+            query, key, value = self._heads(self.qkv_proj(hidden_states), 3)  # (B, H, T, Dh) each
+            if past_key_values is not None:
+                key, value = past_key_values.self_attention_cache.update(key, value, self.layer_idx)  # (B, H, P+T, Dh)
+
+        attention: Callable = eager_attention_forward
+        if not output_attentions:  # only the eager path returns the weights
+            attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
+        output, weights = attention(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            scaling=self.scaling,
+            dropout=self.dropout if self.training else 0.0,
+            is_causal=self.is_causal,
+        )
+        output = self.out_proj(output.reshape(batch, length, -1))  # (B, T, D)
+        return output, weights
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Section 3.3: position-wise feed-forward network.
+
+
+class PositionwiseFeedForward(nn.Module):
+    """Equation (2): FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 (ReLU unless `activation_function` says otherwise)."""
+
+    def __init__(self, config: VanillaTransformerConfig, ffn_dim: int):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, config.d_model)
+        self.activation = ACT2FN[config.activation_function]
+        self.activation_dropout = config.activation_dropout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.activation(self.fc1(x))  # (B, T, d_ff)
+        x = F.dropout(x, p=self.activation_dropout, training=self.training)
+        return self.fc2(x)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Section 3.1: encoder and decoder layers. Each sub-layer is wrapped as LayerNorm(x + Dropout(Sublayer(x)))
+# (section 5.4 for the dropout); `normalize_before` gives x + Dropout(Sublayer(LayerNorm(x))) instead.
+
+
+class ResidualLayer(GradientCheckpointingLayer):
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.normalize_before = config.normalize_before
+        self.dropout = config.dropout
+
+    def sublayer_input(self, norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+        return norm(x) if self.normalize_before else x
+
+    def sublayer_output(self, norm: nn.LayerNorm, residual: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        x = residual + F.dropout(x, p=self.dropout, training=self.training)
+        return x if self.normalize_before else norm(x)
+
+
+class VanillaTransformerEncoderLayer(ResidualLayer):
+    """Multi-head self-attention, then the feed-forward network."""
+
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None):
+        super().__init__(config)
+        self.self_attn = MultiHeadAttention(config, config.encoder_attention_heads, layer_idx=layer_idx)
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.feed_forward = PositionwiseFeedForward(config, config.encoder_ffn_dim)
+        self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                output_attentions: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        x = hidden_states  # (B, S, D)
+        h, attn_weights = self.self_attn(self.sublayer_input(self.self_attn_layer_norm, x),
+                                         attention_mask=attention_mask, output_attentions=output_attentions)
+        x = self.sublayer_output(self.self_attn_layer_norm, x, h)
+        h = self.feed_forward(self.sublayer_input(self.final_layer_norm, x))
+        x = self.sublayer_output(self.final_layer_norm, x, h)
+        return x, attn_weights
+
+
+class VanillaTransformerDecoderLayer(ResidualLayer):
+    """Masked multi-head self-attention, multi-head attention over the encoder output, then the feed-forward network."""
+
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None):
+        super().__init__(config)
+        heads = config.decoder_attention_heads
+        self.self_attn = MultiHeadAttention(config, heads, is_causal=True, layer_idx=layer_idx)
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.encoder_attn = MultiHeadAttention(config, heads, is_cross_attention=True, layer_idx=layer_idx)
+        self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.feed_forward = PositionwiseFeedForward(config, config.decoder_ffn_dim)
+        self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,  # (B, T, D)
+        encoder_hidden_states: torch.Tensor,  # (B, S, D)
+        self_attn_mask: torch.Tensor | None = None,
+        encoder_attn_mask: torch.Tensor | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        x = hidden_states
+        h, self_weights = self.self_attn(self.sublayer_input(self.self_attn_layer_norm, x), attention_mask=self_attn_mask,
+                                         past_key_values=past_key_values, output_attentions=output_attentions)
+        x = self.sublayer_output(self.self_attn_layer_norm, x, h)
+        h, cross_weights = self.encoder_attn(self.sublayer_input(self.encoder_attn_layer_norm, x),
+                                             key_value_states=encoder_hidden_states, attention_mask=encoder_attn_mask,
+                                             past_key_values=past_key_values, output_attentions=output_attentions)
+        x = self.sublayer_output(self.encoder_attn_layer_norm, x, h)
+        h = self.feed_forward(self.sublayer_input(self.final_layer_norm, x))
+        x = self.sublayer_output(self.final_layer_norm, x, h)
+        return x, self_weights, cross_weights
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The Hugging Face contract: weights initialisation, saving, loading, tying.
+
+
+class VanillaTransformerPreTrainedModel(PreTrainedModel):
+    config_class = VanillaTransformerConfig
+    config: VanillaTransformerConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _no_split_modules = ["VanillaTransformerEncoderLayer", "VanillaTransformerDecoderLayer"]
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module):
+        """Xavier-uniform linear layers (per head-projection block) and N(0, d_model^-0.5) embeddings, as tensor2tensor."""
+        std = self.config.init_std if self.config.init_std is not None else self.config.d_model**-0.5
+        if isinstance(module, nn.Linear):
+            if module is getattr(self, "lm_head", None):  # the pre-softmax projection is an embedding matrix (3.4)
+                init.normal_(module.weight, mean=0.0, std=std)
+            elif not getattr(module.weight, "_is_hf_initialized", False):
+                # fused q/k/v projections are initialised as the separate matrices they stand for
+                for block in module.weight.chunk(getattr(module, "fused_projections", 1), dim=0):
+                    nn.init.xavier_uniform_(block)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=std)
+            if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
+                init.zeros_(module.weight[module.padding_idx])
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, VanillaTransformerForConditionalGeneration) and module.final_logits_bias is not None:
+            init.zeros_(module.final_logits_bias)
+
+
+class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel):
+    """Section 3.1: a stack of `encoder_layers` identical layers over scaled embeddings plus positional encodings."""
+
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding | None = None):
+        super().__init__(config)
+        self.embed_tokens = embed_tokens or nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_positions = positional_encoding(config)
+        self.dropout = config.dropout
+        self.layers = nn.ModuleList(
+            [VanillaTransformerEncoderLayer(config, layer_idx=i) for i in range(config.encoder_layers)]
+        )
+        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.normalize_before else None
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding):
+        self.embed_tokens = value
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,  # (B, S)
+        attention_mask: torch.Tensor | None = None,  # (B, S), 1 for tokens, 0 for padding
+        inputs_embeds: torch.Tensor | None = None,  # (B, S, D), already scaled
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutput:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids and inputs_embeds to the encoder.")
+        if inputs_embeds is None:
+            check_token_ids(input_ids, self.embed_tokens.num_embeddings, "input_ids")
+            inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale  # (B, S, D)
+        batch, length = inputs_embeds.shape[:2]
+        mask = padding_mask(attention_mask, (batch, length), "attention_mask")
+
+        hidden_states = inputs_embeds + self.embed_positions(0, length, inputs_embeds)
+        hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
+
+        all_hidden_states, all_attentions = (), ()
+        for layer in self.layers:
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            hidden_states, attn_weights = layer(hidden_states, attention_mask=mask, output_attentions=bool(output_attentions))
+            if output_attentions:
+                all_attentions += (attn_weights,)
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm(hidden_states)
+        if output_hidden_states:
+            all_hidden_states += (hidden_states,)
+        return BaseModelOutput(
+            last_hidden_state=hidden_states,
+            hidden_states=all_hidden_states if output_hidden_states else None,
+            attentions=all_attentions if output_attentions else None,
+        )
+
+
+class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
+    """Section 3.1: `decoder_layers` layers; self-attention is masked so position i sees only positions <= i."""
+
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding | None = None):
+        super().__init__(config)
+        self.embed_tokens = embed_tokens or nn.Embedding(config.target_vocab_size, config.d_model, config.pad_token_id)
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_positions = positional_encoding(config)
+        self.dropout = config.dropout
+        self.layers = nn.ModuleList(
+            [VanillaTransformerDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
+        )
+        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.normalize_before else None
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding):
+        self.embed_tokens = value
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,  # (B, T)
+        attention_mask: torch.Tensor | None = None,  # (B, P+T) or a ready (B, 1, T, P+T) mask
+        encoder_hidden_states: torch.Tensor | None = None,  # (B, S, D)
+        encoder_attention_mask: torch.Tensor | None = None,  # (B, S)
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of decoder_input_ids and decoder_inputs_embeds to the decoder.")
+        if encoder_hidden_states is None:
+            raise ValueError("The decoder attends over the encoder output: encoder_hidden_states is required.")
+        if inputs_embeds is None:
+            check_token_ids(input_ids, self.embed_tokens.num_embeddings, "decoder_input_ids")
+            inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale  # (B, T, D)
+        batch, length = inputs_embeds.shape[:2]
+
+        use_cache = use_cache if use_cache is not None else self.config.use_cache
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+        elif isinstance(past_key_values, DynamicCache):  # a bare self-attention cache: add the cross-attention one
+            past_key_values = EncoderDecoderCache(past_key_values, DynamicCache(config=self.config))
+        elif past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
+            raise TypeError(f"past_key_values must be an EncoderDecoderCache, got {type(past_key_values).__name__}.")
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+
+        # Self-attention mask: causal, plus padding if a decoder mask is given. Without padding, attention uses the
+        # causal flag of the kernel (no mask at all); one new position at a time needs no mask either.
+        self_attn_mask = padding_mask(attention_mask, (batch, past_length + length), "decoder_attention_mask")
+        if self_attn_mask is not None and self_attn_mask.shape[-2] == 1:
+            self_attn_mask = causal_mask(length, past_length + length, inputs_embeds.device) & self_attn_mask
+            self_attn_mask = self_attn_mask | ~self_attn_mask.any(dim=-1, keepdim=True)
+        elif self_attn_mask is None and past_length > 0 and length > 1:
+            self_attn_mask = causal_mask(length, past_length + length, inputs_embeds.device)
+        encoder_attn_mask = padding_mask(encoder_attention_mask, encoder_hidden_states.shape[:2], "attention_mask")
+
+        hidden_states = inputs_embeds + self.embed_positions(past_length, length, inputs_embeds)
+        hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
+
+        all_hidden_states, all_self_attns, all_cross_attns = (), (), ()
+        for layer in self.layers:
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            hidden_states, self_weights, cross_weights = layer(
+                hidden_states,
+                encoder_hidden_states,  # positional, so gradient checkpointing propagates its gradient
+                self_attn_mask=self_attn_mask,
+                encoder_attn_mask=encoder_attn_mask,
+                past_key_values=past_key_values,
+                output_attentions=bool(output_attentions),
+            )
+            if output_attentions:
+                all_self_attns += (self_weights,)
+                all_cross_attns += (cross_weights,)
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm(hidden_states)
+        if output_hidden_states:
+            all_hidden_states += (hidden_states,)
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=hidden_states,
+            past_key_values=past_key_values if use_cache else None,
+            hidden_states=all_hidden_states if output_hidden_states else None,
+            attentions=all_self_attns if output_attentions else None,
+            cross_attentions=all_cross_attns if output_attentions else None,
+        )
+
+
+class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
+    """The encoder-decoder stack of Figure 1, without the output projection; returns `Seq2SeqModelOutput`."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        # Section 3.4: one embedding matrix for source and target tokens (when the vocabulary is shared).
+        self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        self.encoder = VanillaTransformerEncoder(config, self.shared)
+        self.decoder = VanillaTransformerDecoder(config, self.shared if config.share_encoder_decoder_embeddings else None)
+        self._tied_weights_keys = {"encoder.embed_tokens.weight": "shared.weight"}
+        if config.share_encoder_decoder_embeddings:
+            self._tied_weights_keys["decoder.embed_tokens.weight"] = "shared.weight"
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.shared
+
+    def set_input_embeddings(self, value: nn.Embedding):
+        self.shared = value
+        self.encoder.embed_tokens = value
+        if self.config.share_encoder_decoder_embeddings:
+            self.decoder.embed_tokens = value
+
+    def get_encoder(self) -> VanillaTransformerEncoder:
+        return self.encoder
+
+    def get_decoder(self) -> VanillaTransformerDecoder:
+        return self.decoder
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqModelOutput:
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                inputs_embeds=inputs_embeds,
+                output_attentions=output_attentions,
+                output_hidden_states=output_hidden_states,
+            )
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(*encoder_outputs)
+        decoder_outputs = self.decoder(
+            input_ids=decoder_input_ids,
+            attention_mask=decoder_attention_mask,
+            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        return Seq2SeqModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            past_key_values=decoder_outputs.past_key_values,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+
+
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Teacher forcing: the decoder reads <start> y_1 ... y_{n-1} to predict y_1 ... y_n (-100 labels read as padding)."""
+    if decoder_start_token_id is None or pad_token_id is None:
+        raise ValueError("config.decoder_start_token_id and config.pad_token_id must be set to train with labels.")
+    shifted = labels.new_full(labels.shape, pad_token_id)
+    shifted[:, 1:] = labels[:, :-1]
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
+class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedModel, GenerationMixin):
+    """The full model of Figure 1: encoder-decoder, then a linear projection to the vocabulary and softmax.
+
+    The projection shares its weights with the decoder's embedding (section 3.4) unless `tie_word_embeddings=False`.
+    `generate()` defaults to the paper's decoding (section 6.1): beam size 4, length penalty 0.6.
+    """
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        self.model = VanillaTransformerModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.target_vocab_size, bias=False)
+        if config.add_final_logits_bias:
+            self.register_buffer("final_logits_bias", torch.zeros(1, config.target_vocab_size))
+        else:
+            self.final_logits_bias = None
+        target_embedding = "model.shared.weight" if config.share_encoder_decoder_embeddings else "model.decoder.embed_tokens.weight"
+        self._tied_weights_keys = {"lm_head.weight": target_embedding}
+        self.post_init()
+        if self.generation_config is not None:
+            self.generation_config.num_beams = 4
+            self.generation_config.length_penalty = 0.6
+            self.generation_config.early_stopping = True
+            self.generation_config.max_length = min(256, config.max_position_embeddings)
+
+    def get_encoder(self) -> VanillaTransformerEncoder:
+        return self.model.encoder
+
+    def get_decoder(self) -> VanillaTransformerDecoder:
+        return self.model.decoder
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, value: nn.Linear):
+        self.lm_head = value
+
+    def resize_token_embeddings(self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None,
+                                mean_resizing: bool = True) -> nn.Embedding:
+        if not self.config.share_encoder_decoder_embeddings:
+            raise ValueError(
+                "resize_token_embeddings resizes the shared vocabulary; this model has separate source and target "
+                "vocabularies (share_encoder_decoder_embeddings=False)."
+            )
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        if self.final_logits_bias is not None:
+            old = self.final_logits_bias
+            new = old.new_zeros(1, embeddings.num_embeddings)
+            keep = min(old.shape[1], new.shape[1])
+            new[:, :keep] = old[:, :keep]
+            self.final_logits_bias = new
+        return embeddings
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,  # (B, T), -100 where no loss is wanted
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput:
+        if labels is not None:
+            if labels.dim() != 2:
+                raise ValueError(f"labels must have shape (batch_size, target_length), got {tuple(labels.shape)}.")
+            check_token_ids(labels.masked_fill(labels == -100, 0), self.config.target_vocab_size, "labels")
+            use_cache = False
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
+        if self.final_logits_bias is not None:
+            logits = logits + self.final_logits_bias
+
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+
+        return Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
+        )
+
+
+__all__ = [
+    "VanillaTransformerPreTrainedModel",
+    "VanillaTransformerEncoder",
+    "VanillaTransformerDecoder",
+    "VanillaTransformerModel",
+    "VanillaTransformerForConditionalGeneration",
+    "sinusoidal_position_encoding",
+    "shift_tokens_right",
+]

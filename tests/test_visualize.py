@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import tiny_config
 from training.tokenizer import train_tokenizer
-from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.cli import main
 
 
@@ -43,13 +44,9 @@ def tokenizer():
 
 
 def tiny_model(tokenizer, seed=0, **overrides):
+    """2 encoder + 3 decoder layers of 4 heads, d_model 32 (conftest's tiny_config) over the tokenizer's vocabulary."""
     torch.manual_seed(seed)
-    config = VanillaTransformerConfig(**{
-        "vocab_size": len(tokenizer), "d_model": 32, "encoder_layers": 2, "decoder_layers": 3,
-        "encoder_attention_heads": 4, "decoder_attention_heads": 4, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,
-        "max_position_embeddings": 64, **overrides,
-    })
-    model = VanillaTransformerForConditionalGeneration(config).eval()
+    model = VanillaTransformerForConditionalGeneration(tiny_config(vocab_size=len(tokenizer), **overrides)).eval()
     model.generation_config.max_length = 12
     return model
 

@@ -5,6 +5,7 @@ The model is tiny and untrained (its translations are noise) but deterministic: 
 returns, line for line, what `model.generate` gives for each sentence alone.
 """
 
+import io
 import os
 import sys
 
@@ -136,3 +137,10 @@ def test_bad_arguments_give_one_line_errors_without_traceback(model_dir, tmp_pat
     assert "Traceback" not in err
     assert [line for line in err.splitlines() if "error:" in line] == [err.splitlines()[-1]]
     assert out == ""
+
+
+def test_input_dash_reads_sentences_from_stdin(model_dir, monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO("seventeen\n\neleven\n"))
+    code, out, err = run_cli(["translate", "--model", model_dir, "--input", "-", "--num-beams", "1"], capsys)
+    assert code == 0, err
+    assert out.split("\n")[:-1] == one_at_a_time(model_dir, ["seventeen", "", "eleven"], num_beams=1)

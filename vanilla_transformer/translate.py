@@ -82,7 +82,7 @@ def translate(
         for start in range(0, len(todo), batch_size):
             batch = todo[start : start + batch_size]
             inputs = tokenizer.pad({"input_ids": [ids_of[i] for i in batch]}, return_tensors="pt")
-            inputs = {name: tensor.to(model.device) for name, tensor in inputs.items()}
+            inputs = {name: inputs[name].to(model.device) for name in ("input_ids", "attention_mask")}
             with torch.inference_mode():
                 output_ids = model.generate(**inputs, **generate_kwargs)
             for i, text in zip(batch, tokenizer.batch_decode(output_ids, skip_special_tokens=True)):

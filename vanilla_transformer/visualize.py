@@ -101,7 +101,8 @@ def attention_weights(
     layer = _check_index(layer, num_layers, "layer", "encoder" if kind == "encoder" else "decoder")
 
     device = next(model.parameters()).device
-    source = tokenizer(text, return_tensors="pt").to(device)
+    encoded = tokenizer(text, return_tensors="pt")
+    source = {name: encoded[name].to(device) for name in ("input_ids", "attention_mask") if name in encoded}
     was_training = model.training
     model.eval()
     try:
@@ -110,7 +111,8 @@ def attention_weights(
             if target_generated:
                 generated = model.generate(**source, **(generate_kwargs or {}))[0]  # (<start>, y_1, ..., </s>, pad...)
                 labels = generated[1:]
-                eos = (labels == config.eos_token_id).nonzero()
+                eos_ids = config.eos_token_id if isinstance(config.eos_token_id, list) else [config.eos_token_id]
+                eos = torch.isin(labels, torch.tensor(eos_ids, device=labels.device)).nonzero()
                 if len(eos):
                     labels = labels[: int(eos[0]) + 1]
                 target = tokenizer.decode(labels, skip_special_tokens=True)
@@ -126,15 +128,12 @@ def attention_weights(
 
     source_tokens = tokenizer.convert_ids_to_tokens(source["input_ids"][0].tolist())
     if kind == "cross":
-        weights, queries, keys = outputs.cross_attentions, labels[0], source_tokens
+        weights, queries, keys = outputs.cross_attentions, tokenizer.convert_ids_to_tokens(labels[0].tolist()), source_tokens
     elif kind == "encoder":
         weights, queries, keys = outputs.encoder_attentions, source_tokens, source_tokens
     else:
-        weights, queries, keys = outputs.decoder_attentions, decoder_input_ids[0], decoder_input_ids[0]
-    if not isinstance(queries, list):
-        queries = tokenizer.convert_ids_to_tokens(queries.tolist())
-    if not isinstance(keys, list):
-        keys = tokenizer.convert_ids_to_tokens(keys.tolist())
+        weights, queries = outputs.decoder_attentions, tokenizer.convert_ids_to_tokens(decoder_input_ids[0].tolist())
+        keys = queries
     return AttentionMap(
         weights=weights[layer][0].float().cpu().numpy(),  # (H, Q, K)
         query_tokens=queries,

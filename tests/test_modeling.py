@@ -350,8 +350,11 @@ def test_gradient_checkpointing_gives_the_same_gradients():
         model = tiny_model(4).train()
         if checkpointing:
             model.activation_checkpointing_enable()
+        calls = []
+        model.model.encoder.layers[0].self_attn.register_forward_hook(lambda *args: calls.append(1))
         loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
         loss.backward()
+        assert len(calls) == (2 if checkpointing else 1)  # recomputed in the backward pass
         grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
     assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 20
     for name in grads[0]:

@@ -160,7 +160,7 @@ def test_unknown_layer_head_or_kind_is_a_clear_error(tokenizer):
         attention_weights(model, tokenizer, SOURCE, TARGET, kind="cross", layer=3)
     with pytest.raises(ValueError, match=r"layer -3 does not exist: the encoder has 2 layers"):
         attention_weights(model, tokenizer, SOURCE, TARGET, kind="encoder", layer=-3)
-    with pytest.raises(ValueError, match=r"head 4 does not exist: the layer 2 has 4 heads"):
+    with pytest.raises(ValueError, match=r"head 4 does not exist: each decoder layer has 4 heads"):
         plot_attention(model, tokenizer, SOURCE, TARGET, head=4)
     with pytest.raises(ValueError, match="'all' or 'mean'"):
         plot_attention(model, tokenizer, SOURCE, TARGET, head="first")

@@ -66,11 +66,11 @@ class AttentionMap:
     target_generated: bool  # True when the target is the model's own translation
 
 
-def _check_index(value: int, count: int, what: str, where: str) -> int:
+def _check_index(value: int, count: int, what: str, context: str) -> int:
+    """`value` as an index into `count` things (negative counts from the last), or a ValueError saying so."""
     if not -count <= value < count:
         raise ValueError(
-            f"{what} {value} does not exist: the {where} has {count} {what}s "
-            f"(0..{count - 1}, or -{count}..-1 counting from the last)"
+            f"{what} {value} does not exist: {context} (0..{count - 1}, or -{count}..-1 counting from the last)"
         )
     return value % count
 
@@ -98,7 +98,8 @@ def attention_weights(
         raise ValueError("the source text is empty: there is nothing to attend to")
     config = model.config
     num_layers = config.encoder_layers if kind == "encoder" else config.decoder_layers
-    layer = _check_index(layer, num_layers, "layer", "encoder" if kind == "encoder" else "decoder")
+    side = "encoder" if kind == "encoder" else "decoder"
+    layer = _check_index(layer, num_layers, "layer", f"the {side} has {num_layers} layers")
 
     device = next(model.parameters()).device
     encoded = tokenizer(text, return_tensors="pt")
@@ -176,18 +177,22 @@ def plot_attention(
     panels share one colour scale from 0 to the largest weight drawn. See `attention_weights` for `target`,
     `layer` and `generate_kwargs`. Each panel's `ax.images[0].get_array()` is the (queries, keys) matrix drawn.
     """
+    if kind not in ATTENTION_KINDS:
+        raise ValueError(f"kind={kind!r} is not one of {list(ATTENTION_KINDS)}")
+    side = "encoder" if kind == "encoder" else "decoder"
+    num_heads = getattr(model.config, f"{side}_attention_heads")
+    if isinstance(head, (int, np.integer)) and not isinstance(head, bool):  # check before translating
+        head = _check_index(int(head), num_heads, "head", f"each {side} layer has {num_heads} heads")
+    elif head not in ("all", "mean"):
+        raise ValueError(f"head={head!r} must be a head index, 'all' or 'mean'")
     attention = attention_weights(model, tokenizer, text, target, kind=kind, layer=layer,
                                   generate_kwargs=generate_kwargs)
-    num_heads = attention.weights.shape[0]
     if head == "all":
         panels = [(f"head {h}", attention.weights[h]) for h in range(num_heads)]
     elif head == "mean":
         panels = [(f"mean of {num_heads} heads", attention.weights.mean(axis=0))]
-    elif isinstance(head, (int, np.integer)) and not isinstance(head, bool):
-        h = _check_index(int(head), num_heads, "head", f"layer {attention.layer}")
-        panels = [(f"head {h}", attention.weights[h])]
     else:
-        raise ValueError(f"head={head!r} must be a head index, 'all' or 'mean'")
+        panels = [(f"head {head}", attention.weights[head])]
 
     n_queries, n_keys = len(attention.query_tokens), len(attention.key_tokens)
     ncols = min(len(panels), 4)
@@ -299,7 +304,7 @@ def plot_positions(
         frequency_indices = sorted({max(half // 16, 1), max(half // 8, 1), max(half // 4, 1), max(half // 2, 1)})
         concatenated = config.position_embedding_type == "sinusoidal" and config.sinusoidal_layout == "concatenated"
         dims = [i if concatenated else min(2 * i, width - 1) for i in frequency_indices]
-    dims = [_check_index(dim, width, "dimension", "encoding") for dim in dims]
+    dims = [_check_index(dim, width, "dimension", f"the encoding has {width} dimensions") for dim in dims]
     description = f"{config.position_embedding_type} positions"
     if config.position_embedding_type == "sinusoidal":
         description += f", layout={config.sinusoidal_layout}, frequencies={config.sinusoidal_frequencies}"

@@ -114,7 +114,7 @@ class TranslationPipeline(Pipeline):
             raise ValueError(f"Nothing to translate: {where} is None; pass a string or a list of strings.")
         if not isinstance(text, str):
             raise TypeError(
-                f"The translation pipeline translates strings, but {where} is a {type(text).__name__} ({text!r:.80}); "
+                f"The translation pipeline translates strings, but {where} is of type {type(text).__name__} ({text!r:.80}); "
                 "pass a string or a list of strings."
             )
         if not text.strip():

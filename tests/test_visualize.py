@@ -116,8 +116,8 @@ def test_drawn_attention_equals_output_attentions(tokenizer, kind, seed):
             np.testing.assert_allclose(drawn.sum(axis=-1), 1.0, atol=1e-5)  # rows are distributions over keys
             if kind == "decoder":
                 assert np.all(np.triu(drawn, k=1) == 0)  # no query sees a later position
-        assert [t.get_text() for t in panels[0].get_xticklabels()] == keys
-        assert [t.get_text() for t in panels[0].get_yticklabels()] == queries
+        assert [t.get_text() for t in panels[-1].get_xticklabels()] == keys  # labelled below the bottom row
+        assert [t.get_text() for t in panels[0].get_yticklabels()] == queries  # and left of the first column
 
 
 def test_attention_of_the_models_own_translation_equals_the_weights_seen_during_cached_generation(tokenizer):

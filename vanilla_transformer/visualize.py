@@ -195,17 +195,21 @@ def plot_attention(
         panels = [(f"head {head}", attention.weights[head])]
 
     n_queries, n_keys = len(attention.query_tokens), len(attention.key_tokens)
-    ncols = min(len(panels), 4)
+    cell = 0.26  # inches per token
+    panel_width, panel_height = max(2.4, cell * n_keys + 1.0), max(2.2, cell * n_queries + 1.0)
+
+    def badness(ncols: int) -> float:  # grids near a 3:2 landscape shape, with few empty cells, read best
+        nrows = math.ceil(len(panels) / ncols)
+        return abs(math.log(ncols * panel_width / (nrows * panel_height) / 1.5)) + 0.3 * (ncols * nrows - len(panels))
+
+    ncols = min(range(1, min(len(panels), 6) + 1), key=badness)
     nrows = math.ceil(len(panels) / ncols)
     target_note = "the model's translation" if attention.target_generated else "given target"
     title = (f"{_TITLES[attention.kind]}, layer {attention.layer} of {attention.num_layers} (counted from 0)\n"
              f"{textwrap.shorten(attention.source, 70)!r} → {textwrap.shorten(attention.target, 70)!r} ({target_note})")
     if figsize is None:
-        cell = 0.26  # inches per token
-        width = ncols * max(2.4, cell * n_keys + 1.0) + 1.2
-        height = nrows * max(2.2, cell * n_queries + 1.0) + 0.8
         title_width = 0.085 * max(len(line) for line in title.splitlines())  # 10-point characters
-        figsize = (max(width, title_width), height)
+        figsize = (max(ncols * panel_width + 1.2, title_width), nrows * panel_height + 0.8)
     fig = _figure(figsize=figsize)
     axes = fig.subplots(nrows, ncols, squeeze=False)
     vmax = max(float(matrix.max()) for _, matrix in panels)

@@ -117,7 +117,8 @@ def demo_splits(train_size: int, seed: int, source_lang: str = "en", target_lang
 def tokenize_splits(splits, tokenizer, max_source_length: int, max_target_length: int):
     """Tokenize every split: input_ids/attention_mask from `source`, labels from `target` (truncated, with </s>).
 
-    Training pairs with an empty side are dropped. The validation and test splits are sorted by source length,
+    Training pairs with an empty side are dropped; the training split keeps `source_length` and `target_length`
+    (tokens) for batching by length. The validation and test splits are sorted by source length,
     longest first, so that generation pads little. Returns ({split: tokenized dataset}, {split: texts}), where the
     texts of an evaluation split are its raw `source` and `target` strings (the BLEU references) in the sorted
     order, and `index`, each pair's line number in the original order.
@@ -126,7 +127,8 @@ def tokenize_splits(splits, tokenizer, max_source_length: int, max_target_length
         encoded = tokenizer(batch["source"], max_length=max_source_length, truncation=True)
         encoded["labels"] = tokenizer(text_target=batch["target"], max_length=max_target_length,
                                       truncation=True)["input_ids"]
-        encoded["length"] = [len(ids) for ids in encoded["input_ids"]]
+        encoded["source_length"] = [len(ids) for ids in encoded["input_ids"]]
+        encoded["target_length"] = [len(ids) for ids in encoded["labels"]]
         return encoded
 
     tokenized, texts = {}, {}
@@ -143,8 +145,10 @@ def tokenize_splits(splits, tokenizer, max_source_length: int, max_target_length
         else:
             dataset = dataset.add_column("index", list(range(len(dataset))))
         dataset = dataset.map(encode, batched=True, desc=f"Tokenizing {split}")
-        if split != "train":
-            dataset = dataset.sort("length", reverse=True)
+        if split == "train":  # the lengths stay for the token-budget sampler (the Trainer drops them from batches)
+            tokenized[split] = dataset.remove_columns(["source", "target"])
+        else:
+            dataset = dataset.sort("source_length", reverse=True)
             texts[split] = {column: list(dataset[column]) for column in ("source", "target", "index")}
-        tokenized[split] = dataset.select_columns(["input_ids", "attention_mask", "labels"])
+            tokenized[split] = dataset.select_columns(["input_ids", "attention_mask", "labels"])
     return tokenized, texts

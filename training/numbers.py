@@ -5,15 +5,17 @@
 
 German writes units before tens ("zweiundvierzig" = two-and-forty) and glues the whole number into one word, so the
 model must reorder and compose, not copy word by word. Numbers go from 0 to 999,999. Each split draws the number
-of digits uniformly (1 to 6), then a number of that many digits, so short numbers are as frequent as long ones; the
-validation and test numbers are distinct and never occur in the training set. The same seed gives the same corpus
-on any machine.
+of digits uniformly, then a number of that many digits, so short numbers are as frequent as long ones. The
+validation and test numbers have 3 to 6 digits, are distinct and never occur in the training set: they test
+composition (the 100 numbers below 100 are the building blocks, all of them in the training set). The same seed
+gives the same corpus on any machine.
 """
 
 import random
 from functools import lru_cache
 
 MAX_DIGITS = 6  # up to 999,999; a million is "eine Million", two words with a capital, another pattern
+MIN_HELD_OUT_DIGITS = 3  # a number held out must be composed from parts seen in training
 
 
 @lru_cache(maxsize=None)
@@ -28,22 +30,22 @@ def _digits_range(digits: int) -> tuple[int, int]:
 
 
 def _sample_numbers(rng: random.Random, count: int, exclude: set[int], distinct: bool) -> list[int]:
-    """`count` numbers not in `exclude`, their number of digits uniform in 1..MAX_DIGITS.
+    """`count` numbers not in `exclude`, their number of digits uniform over the classes allowed.
 
-    Distinct samples (held-out splits) take at most a tenth of each digit class, so the training set keeps nine of
-    the ten one-digit numbers and most short ones; training samples may repeat (short numbers then recur often).
+    Distinct samples (held-out splits) have MIN_HELD_OUT_DIGITS digits or more, and take at most a tenth of each
+    digit class; training samples have any number of digits and may repeat (short numbers then recur often).
     """
     chosen: list[int] = []
     seen = set(exclude)
     quota = {}
-    for digits in range(1, MAX_DIGITS + 1):
+    for digits in range(MIN_HELD_OUT_DIGITS if distinct else 1, MAX_DIGITS + 1):
         low, high = _digits_range(digits)
-        quota[digits] = max(1, (high - low + 1) // 10) if distinct else float("inf")
+        quota[digits] = (high - low + 1) // 10 if distinct else float("inf")
     if distinct and count > sum(quota.values()):
         raise ValueError(f"Cannot hold out {count} distinct numbers below {10**MAX_DIGITS:,}.")
     taken = dict.fromkeys(quota, 0)
     while len(chosen) < count:
-        digits = rng.randint(1, MAX_DIGITS)
+        digits = rng.choice(list(quota))
         if taken[digits] >= quota[digits]:
             continue
         number = rng.randint(*_digits_range(digits))

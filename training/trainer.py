@@ -12,7 +12,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, SequentialSampler
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
 from transformers.trainer_pt_utils import LabelSmoother
 
@@ -93,23 +93,31 @@ class TimeBudgetCallback(TrainerCallback):
 class TranslationTrainer(Seq2SeqTrainer):
     """`Seq2SeqTrainer` with token-budget training batches and the package's model card.
 
-    Loss: the Trainer's `LabelSmoother` is always used (with epsilon 0 when label smoothing is off). It divides the
-    summed token losses by `num_items_in_batch`, the number of target tokens in the whole optimizer step across
-    gradient accumulation and processes, so batches of different sizes weigh by their tokens and a run on N
-    processes computes the same gradient as one process accumulating N batches.
+    Loss: label-smoothed cross-entropy (`LabelSmoother`, epsilon = `label_smoothing_factor`, 0 for none) given to the
+    Trainer as `compute_loss_func`. The Trainer then passes it `num_items_in_batch`, the number of target tokens in
+    the whole optimizer step across gradient accumulation and processes, and it divides the summed token losses by
+    that: batches of different sizes weigh by their tokens, and N processes compute the same gradient as one
+    process accumulating their N batches, whatever the model does with `num_items_in_batch` itself.
     """
 
     def __init__(self, *args, card_info: dict | None = None, **kwargs):
+        training_args = kwargs.get("args", args[1] if len(args) > 1 else None)
+        if kwargs.get("compute_loss_func") is None and training_args is not None:
+            kwargs["compute_loss_func"] = LabelSmoother(epsilon=training_args.label_smoothing_factor)
         super().__init__(*args, **kwargs)
-        if self.label_smoother is None:
-            self.label_smoother = LabelSmoother(epsilon=0.0)
         self.card_info = card_info or {}
         self.token_batch_sampler = None
         if self.args.max_tokens and self.train_dataset is not None:
-            lengths = self.train_dataset.select_columns(["input_ids", "labels"])
+            columns = self.train_dataset.column_names
+            if "source_length" in columns and "target_length" in columns:
+                source_lengths = list(self.train_dataset["source_length"])
+                target_lengths = list(self.train_dataset["target_length"])
+            else:
+                source_lengths = [len(ids) for ids in self.train_dataset["input_ids"]]
+                target_lengths = [len(ids) for ids in self.train_dataset["labels"]]
             self.token_batch_sampler = TokenBudgetBatchSampler(
-                [len(ids) for ids in lengths["input_ids"]],
-                [len(ids) for ids in lengths["labels"]],
+                source_lengths,
+                target_lengths,
                 self.args.max_tokens,
                 seed=self.args.data_seed if self.args.data_seed is not None else self.args.seed,
             )
@@ -131,6 +139,13 @@ class TranslationTrainer(Seq2SeqTrainer):
         )
         # accelerate gives each process every N-th batch (whole batches: the sampler's batch_size is None)
         return self.accelerator.prepare(dataloader)
+
+    def _get_eval_sampler(self, eval_dataset):
+        """Always the dataset's order (the Trainer shuffles it under `train_sampling_strategy="group_by_length"`):
+        BLEU is computed against references kept in that order."""
+        if self.args.world_size <= 1:
+            return SequentialSampler(eval_dataset)
+        return None  # accelerate shards it, and the gathered predictions come back in order
 
     def create_model_card(self, **kwargs) -> None:
         """Write README.md with `vanilla_transformer.model_card.render_model_card` (also used by `push_to_hub`)."""

@@ -387,3 +387,12 @@ def test_averaging_refuses_checkpoints_of_different_shapes(tmp_path):
     VanillaTransformerForConditionalGeneration(other).save_pretrained(tmp_path / "checkpoint-2")
     with pytest.raises(ValueError, match="architecture"):
         average_checkpoints([first, tmp_path / "checkpoint-2"])
+
+
+def test_time_budget_stops_training_and_keeps_a_checkpoint(tmp_path):
+    out = tmp_path / "budget"
+    train_main(["--output_dir", str(out), "--max_steps", "10000", "--save_steps", "10000",
+                "--max_train_minutes", "0.0001", *tiny(max_test_samples=4)])
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert 1 <= state["global_step"] < 10000
+    assert (out / f"checkpoint-{state['global_step']}").is_dir()

@@ -39,7 +39,8 @@ USAGE = "python -m training.train [--preset {%s}] [data, model and Trainer optio
 @dataclass
 class DataArguments:
     preset: str = field(default="demo", metadata={
-        "help": "Defaults for everything below: " + "; ".join(f"{k}: {p.description}" for k, p in PRESETS.items())})
+        "help": "Sets the defaults of every other option ('--preset NAME --help' shows them). "
+                + " ".join(f"{k}: {p.description}" for k, p in PRESETS.items())})
     dataset_name: str | None = field(default=None, metadata={
         "help": "A Hugging Face dataset (name or local folder) with a 'translation' column, as in transformers' "
                 "translation example."})
@@ -192,7 +193,7 @@ def load_splits(data_args, training_args):
     if unknown:
         raise UsageError(f"num2words has no language {', '.join(unknown)} to generate the demo corpus.")
     splits = demo_splits(data_args.demo_train_size, training_args.seed, source_lang, target_lang)
-    return splits, source_lang, target_lang, f"num2words number words ({source_lang}-{target_lang}, generated)"
+    return splits, source_lang, target_lang, "number words generated with num2words"
 
 
 def resolve_resume_checkpoint(training_args) -> str | None:
@@ -444,8 +445,18 @@ def run(data_args, model_args, training_args, explicit: set[str], callbacks=None
     return metrics
 
 
+def check_requirements() -> None:
+    import importlib.util
+
+    missing = [name for name in ("accelerate", "datasets", "sacrebleu", "num2words")
+               if importlib.util.find_spec(name) is None]
+    if missing:
+        sys.exit(f"error: training needs {', '.join(missing)}: pip install \"vanilla-transformer[train]\"")
+
+
 def main(argv: list[str] | None = None, callbacks=None) -> dict:
     """Command-line entry point; `callbacks` (TrainerCallback instances) are for programmatic use."""
+    check_requirements()
     data_args, model_args, training_args, explicit = parse_arguments(argv)
     try:
         return run(data_args, model_args, training_args, explicit, callbacks=callbacks)

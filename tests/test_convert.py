@@ -281,6 +281,30 @@ def test_tokenizer_is_carried_over_and_translations_match(kind, tmp_path):
     assert f"converted-from-{kind}" in card and "- en\n- de" in card
 
 
+@pytest.mark.parametrize("kind", ["marian", "fsmt"])
+def test_translation_pipeline_runs_a_converted_checkpoint(kind, tmp_path):
+    pytest.importorskip("vanilla_transformer.pipeline_translation", reason="the translation pipeline is not merged")
+    from transformers import pipeline
+
+    source_dir = tmp_path / "source"
+    source_dir.mkdir()
+    if kind == "marian":
+        vocab_size = write_marian_tokenizer(source_dir)
+        _, source = build_source("marian", 1, source_dir, vocab_size=vocab_size, pad_token_id=vocab_size - 1,
+                                 decoder_start_token_id=vocab_size - 1)
+    else:
+        src_vocab_size, tgt_vocab_size = write_fsmt_tokenizer(source_dir)
+        _, source = build_source("fsmt", 1, source_dir, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)
+    convert(kind, source_dir, tmp_path / "out")
+
+    settings = dict(max_new_tokens=8, num_beams=2, bad_words_ids=[[source.config.pad_token_id]])
+    translator = pipeline("translation", model=str(tmp_path / "out"))
+    got = [item["translation_text"] for item in translator(ENGLISH[:3], **settings)]
+    source_tokenizer = AutoTokenizer.from_pretrained(source_dir)
+    batch = source_tokenizer(ENGLISH[:3], return_tensors="pt", padding=True)
+    assert got == source_tokenizer.batch_decode(source.generate(**batch, **settings), skip_special_tokens=True)
+
+
 def test_model_card_names_the_hub_checkpoint_of_a_cache_folder(tmp_path):
     source_dir = tmp_path / "hub" / "models--Helsinki-NLP--opus-mt-en-de" / "snapshots" / "0123abcd"
     build_source("marian", 0, source_dir)

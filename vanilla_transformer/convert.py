@@ -263,8 +263,8 @@ def _read_source_config(kind: str, src: Path) -> dict:
         hint = next((f" Use `convert {other}` for it." for other, f in FAMILIES.items() if f.model_type == model_type),
                     "")
         raise ConversionError(
-            f"{src} holds a {model_type!r} checkpoint, not a {family.title} one (model_type {family.model_type!r})."
-            + hint
+            f"{src} holds a {model_type!r} checkpoint, but `convert {kind}` takes {family.title} checkpoints "
+            f"(model_type {family.model_type!r})." + hint
         )
     architectures = raw.get("architectures") or [family.architecture]
     if family.architecture not in architectures:

@@ -35,9 +35,10 @@ SIZES = dict(d_model=32, encoder_layers=2, decoder_layers=3, encoder_attention_h
 VARIANTS = {
     "marian": ("marian", dict(vocab_size=61, activation_function="swish", scale_embedding=True, pad_token_id=60,
                               decoder_start_token_id=60, eos_token_id=0, bos_token_id=None, forced_eos_token_id=0)),
-    "marian-separate-vocabs": ("marian", dict(vocab_size=61, decoder_vocab_size=47, share_encoder_decoder_embeddings=False,
-                                              activation_function="gelu", scale_embedding=True, pad_token_id=46,
-                                              decoder_start_token_id=46, eos_token_id=0, forced_eos_token_id=0)),
+    "marian-separate-vocabs": ("marian", dict(vocab_size=61, decoder_vocab_size=47,
+                                              share_encoder_decoder_embeddings=False, activation_function="gelu",
+                                              scale_embedding=True, pad_token_id=46, decoder_start_token_id=46,
+                                              eos_token_id=0, forced_eos_token_id=0)),
     "fsmt": ("fsmt", dict(langs=["en", "de"], src_vocab_size=50, tgt_vocab_size=57, activation_function="relu")),
     "fsmt-tied": ("fsmt", dict(langs=["en", "de"], src_vocab_size=57, tgt_vocab_size=57, tie_word_embeddings=True,
                                activation_function="relu")),
@@ -156,7 +157,8 @@ def test_converted_folder_survives_save_and_remote_code_load(tmp_path):
     for variant in ("marian", "fsmt"):
         kind, source = build_source(variant, 3, tmp_path / f"{variant}-source")
         convert(kind, tmp_path / f"{variant}-source", tmp_path / f"{variant}-out", tokenizer=False)
-        AutoModelForSeq2SeqLM.from_pretrained(tmp_path / f"{variant}-out").save_pretrained(tmp_path / f"{variant}-saved")
+        reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / f"{variant}-out")
+        reloaded.save_pretrained(tmp_path / f"{variant}-saved")
         input_ids, attention_mask = padded_batch(3, source)
         labels, labels_mask = padded_batch(4, source, side="target", length=6, left_padded_row=False)
         labels[:, 0] = source.config.decoder_start_token_id
@@ -378,7 +380,8 @@ def test_tokenizer_of_another_model_is_refused(tmp_path):
     source_dir = tmp_path / "source"
     source_dir.mkdir()
     vocab_size = write_marian_tokenizer(source_dir)
-    build_source("marian", 0, source_dir, vocab_size=vocab_size + 10)  # <pad> is the model's last id, not the tokenizer's
+    # the model's <pad> is its last id, ten ids after the tokenizer's <pad>
+    build_source("marian", 0, source_dir, vocab_size=vocab_size + 10)
     with pytest.raises(ConversionError, match="do not belong together"):
         convert("marian", source_dir, tmp_path / "out")
 
@@ -414,5 +417,6 @@ def test_cli_reports_a_bad_source_without_a_traceback(tmp_path, capsys):
     assert exit_info.value.code == 2  # argparse's usage error, printed as one message
     error = capsys.readouterr().err
     assert "Traceback" not in error
-    assert "holds a 'marian' checkpoint, but `convert fsmt` takes FSMT (fairseq)" in error and "Use `convert marian`" in error
+    assert "holds a 'marian' checkpoint, but `convert fsmt` takes FSMT (fairseq)" in error
+    assert "Use `convert marian`" in error
     assert not (tmp_path / "out").exists()

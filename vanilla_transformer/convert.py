@@ -5,7 +5,7 @@ Both families are the Transformer of the paper with a few variations, and each v
 
 | | Marian (`MarianMTModel`) | FSMT (`FSMTForConditionalGeneration`) |
 |---|---|---|
-| positions | sines then cosines, the paper's wavelengths, from 0 | sines then cosines, tensor2tensor's wavelengths, from `pad + 1`, padding skipped |
+| positions | sin/cos halves, paper wavelengths, from 0 | sin/cos halves, t2t wavelengths, from pad + 1, skip padding |
 | activation | from the config (swish in OPUS-MT) | from the config (relu) |
 | vocabularies | shared, or separate source and target | separate, with an untied output projection |
 | output | `final_logits_bias` | no bias |
@@ -69,7 +69,8 @@ def _shared_options(source) -> dict:
     """The options Marian and FSMT both take from BART's names: sizes, dropouts, activation, special tokens."""
     if source.activation_function not in ACTIVATIONS:
         raise ConversionError(
-            f"activation_function={source.activation_function!r} is not supported; this model knows {list(ACTIVATIONS)}."
+            f"activation_function={source.activation_function!r} is not supported; this model knows "
+            f"{list(ACTIVATIONS)}."
         )
     return dict(
         d_model=source.d_model,
@@ -148,7 +149,8 @@ def layer_weight_map(encoder_layers: int, decoder_layers: int) -> dict[str, list
                 mapping[f"{prefix}.self_attn_layer_norm.{p}"] = [f"{prefix}.self_attn_layer_norm.{p}"]
                 if side == "decoder":
                     mapping[f"{prefix}.encoder_attn.q_proj.{p}"] = [f"{prefix}.encoder_attn.q_proj.{p}"]
-                    mapping[f"{prefix}.encoder_attn.kv_proj.{p}"] = [f"{prefix}.encoder_attn.{x}_proj.{p}" for x in "kv"]
+                    mapping[f"{prefix}.encoder_attn.kv_proj.{p}"] = [f"{prefix}.encoder_attn.{x}_proj.{p}"
+                                                                     for x in "kv"]
                     mapping[f"{prefix}.encoder_attn.out_proj.{p}"] = [f"{prefix}.encoder_attn.out_proj.{p}"]
                     mapping[f"{prefix}.encoder_attn_layer_norm.{p}"] = [f"{prefix}.encoder_attn_layer_norm.{p}"]
                 mapping[f"{prefix}.feed_forward.fc1.{p}"] = [f"{prefix}.fc1.{p}"]
@@ -159,9 +161,10 @@ def layer_weight_map(encoder_layers: int, decoder_layers: int) -> dict[str, list
 
 def marian_weight_map(source_config) -> dict[str, list[str]]:
     mapping = layer_weight_map(source_config.encoder_layers, source_config.decoder_layers)
-    shared = "model.shared.weight" if source_config.share_encoder_decoder_embeddings else "model.encoder.embed_tokens.weight"
+    shared = source_config.share_encoder_decoder_embeddings
     mapping.update({
-        "model.shared.weight": [shared],  # ours always names the source embedding `shared`
+        # ours always names the source embedding `shared`; Marian only when it is shared
+        "model.shared.weight": ["model.shared.weight" if shared else "model.encoder.embed_tokens.weight"],
         "model.encoder.embed_tokens.weight": ["model.encoder.embed_tokens.weight"],
         "model.decoder.embed_tokens.weight": ["model.decoder.embed_tokens.weight"],
         "lm_head.weight": ["lm_head.weight"],
@@ -423,7 +426,9 @@ def convert(kind: str, src_dir: str | Path, out_dir: str | Path, *, base_model: 
     if out.resolve() == src.resolve():
         raise ConversionError("The output folder must differ from the source folder.")
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not overwrite)):
-        raise ConversionError(f"{out} exists and is not an empty folder; pass overwrite=True (--overwrite) to write there.")
+        raise ConversionError(
+            f"{out} exists and is not an empty folder; pass overwrite=True (--overwrite) to write there."
+        )
 
     source = _load_source_model(kind, src)
     try:

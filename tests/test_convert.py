@@ -420,3 +420,33 @@ def test_cli_reports_a_bad_source_without_a_traceback(tmp_path, capsys):
     assert "holds a 'marian' checkpoint, but `convert fsmt` takes FSMT (fairseq)" in error
     assert "Use `convert marian`" in error
     assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The config option FSMT needs, on its own.
+
+
+@pytest.mark.parametrize("position_embedding_type", ["sinusoidal", "learned"])
+def test_skip_padding_positions_makes_left_padding_invisible(position_embedding_type, seed):
+    from conftest import tiny_model
+
+    tokens = torch.randint(3, 53, (1, 6), generator=torch.Generator().manual_seed(seed))
+    left_padded = torch.cat([torch.zeros(1, 3, dtype=torch.long), tokens], dim=1)  # pad id 0
+    mask = (left_padded != 0).long()
+    outputs = {}
+    for skip in (True, False):
+        model = tiny_model(seed, skip_padding_positions=skip, position_offset=1,
+                           position_embedding_type=position_embedding_type)
+        with torch.no_grad():
+            alone = model.get_encoder()(input_ids=tokens).last_hidden_state
+            padded = model.get_encoder()(input_ids=left_padded, attention_mask=mask).last_hidden_state[:, 3:]
+        outputs[skip] = (alone - padded).abs().max().item()
+    assert outputs[True] < 1e-5  # positions count only the real tokens
+    assert outputs[False] > 1e-2  # the paper's numbering moves every token by the padding
+
+
+def test_skip_padding_positions_needs_a_pad_token():
+    from vanilla_transformer import VanillaTransformerConfig
+
+    with pytest.raises(ValueError, match="skip_padding_positions=True needs a pad_token_id"):
+        VanillaTransformerConfig(skip_padding_positions=True, pad_token_id=None)

@@ -100,6 +100,17 @@ def test_sinusoidal_encoding_is_the_papers_formula_for_any_length():
 # Architecture oracle: torch.nn.TransformerEncoder/Decoder (post-LN, ReLU) with our weights copied in.
 
 
+@torch.no_grad()
+def copy_encoder_layer(theirs: nn.TransformerEncoderLayer, ours) -> None:
+    theirs.self_attn.in_proj_weight.copy_(ours.self_attn.qkv_proj.weight)  # [W_Q; W_K; W_V], fused in both
+    theirs.self_attn.in_proj_bias.copy_(ours.self_attn.qkv_proj.bias)
+    theirs.self_attn.out_proj.load_state_dict(ours.self_attn.out_proj.state_dict())
+    theirs.linear1.load_state_dict(ours.feed_forward.fc1.state_dict())
+    theirs.linear2.load_state_dict(ours.feed_forward.fc2.state_dict())
+    theirs.norm1.load_state_dict(ours.self_attn_layer_norm.state_dict())
+    theirs.norm2.load_state_dict(ours.final_layer_norm.state_dict())
+
+
 def torch_stacks_with_our_weights(model: VanillaTransformerForConditionalGeneration):
     config = model.config
     d = config.d_model
@@ -115,13 +126,7 @@ def torch_stacks_with_our_weights(model: VanillaTransformerForConditionalGenerat
     )
     with torch.no_grad():
         for theirs, ours in zip(encoder.layers, model.model.encoder.layers):
-            theirs.self_attn.in_proj_weight.copy_(ours.self_attn.qkv_proj.weight)
-            theirs.self_attn.in_proj_bias.copy_(ours.self_attn.qkv_proj.bias)
-            theirs.self_attn.out_proj.load_state_dict(ours.self_attn.out_proj.state_dict())
-            theirs.linear1.load_state_dict(ours.feed_forward.fc1.state_dict())
-            theirs.linear2.load_state_dict(ours.feed_forward.fc2.state_dict())
-            theirs.norm1.load_state_dict(ours.self_attn_layer_norm.state_dict())
-            theirs.norm2.load_state_dict(ours.final_layer_norm.state_dict())
+            copy_encoder_layer(theirs, ours)
         for theirs, ours in zip(decoder.layers, model.model.decoder.layers):
             theirs.self_attn.in_proj_weight.copy_(ours.self_attn.qkv_proj.weight)
             theirs.self_attn.in_proj_bias.copy_(ours.self_attn.qkv_proj.bias)
@@ -170,13 +175,7 @@ def test_pre_layer_norm_matches_torch_transformer_norm_first(seed):
     encoder = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(32), enable_nested_tensor=False).eval()
     with torch.no_grad():
         for theirs, ours in zip(encoder.layers, model.model.encoder.layers):
-            theirs.self_attn.in_proj_weight.copy_(ours.self_attn.qkv_proj.weight)
-            theirs.self_attn.in_proj_bias.copy_(ours.self_attn.qkv_proj.bias)
-            theirs.self_attn.out_proj.load_state_dict(ours.self_attn.out_proj.state_dict())
-            theirs.linear1.load_state_dict(ours.feed_forward.fc1.state_dict())
-            theirs.linear2.load_state_dict(ours.feed_forward.fc2.state_dict())
-            theirs.norm1.load_state_dict(ours.self_attn_layer_norm.state_dict())
-            theirs.norm2.load_state_dict(ours.final_layer_norm.state_dict())
+            copy_encoder_layer(theirs, ours)
         encoder.norm.load_state_dict(model.model.encoder.layer_norm.state_dict())
         input_ids, attention_mask = random_batch(seed)
         src = model.model.shared(input_ids) * math.sqrt(config.d_model)

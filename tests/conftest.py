@@ -1,5 +1,10 @@
+import os
 import pathlib
 import sys
+
+# The test models are tiny: extra threads only add synchronisation, which costs a lot on a busy machine.
+# Set before torch is imported, and inherited by the subprocesses some tests start.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 import torch
@@ -9,6 +14,7 @@ if str(REPO_ROOT) not in sys.path:  # tests run against this checkout, installed
     sys.path.insert(0, str(REPO_ROOT))
 
 import vanilla_transformer  # noqa: E402  (registers the Auto classes)
+torch.set_num_threads(1)
 
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "multi30k"
 

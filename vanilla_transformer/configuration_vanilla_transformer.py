@@ -95,6 +95,14 @@ class VanillaTransformerConfig(PreTrainedConfig):
     decoder_start_token_id: int | None = 1
     forced_eos_token_id: int | list[int] | None = None
 
+    # config.json names the translation pipeline in `custom_pipelines` (see
+    # VanillaTransformerForConditionalGeneration.save_pretrained), so that pipeline("translation",
+    # trust_remote_code=True) works where this package is not installed. Where it is, `register()` sets this flag
+    # (on the installed class only, never on a copy loaded as remote code): the registered pipeline serves
+    # "translation" and the loaded config leaves the entry out, because pipeline() insists on trust_remote_code for
+    # any task a config lists there. Not a dataclass field (no annotation).
+    hide_custom_pipelines = False
+
     @classmethod
     def from_paper(cls, size: str = "base", **kwargs) -> "VanillaTransformerConfig":
         """The paper's `"base"` or `"big"` model (Table 3); keyword arguments override any value."""
@@ -103,6 +111,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
         return cls(**{**PAPER_PRESETS[size], **kwargs})
 
     def __post_init__(self, **kwargs):
+        if self.hide_custom_pipelines:
+            kwargs.pop("custom_pipelines", None)
         super().__post_init__(**kwargs)
         self._check_values()
 

@@ -8,7 +8,7 @@ Shapes in comments: B batch, T target (query) length, S source (key) length, P c
 Dh head size (d_model / H), D d_model, V vocabulary size.
 
 This file is copied next to the weights by `save_pretrained` (Hub remote code), so it imports only torch,
-transformers and its sibling configuration file.
+transformers and its sibling configuration and pipeline files.
 """
 
 import math
@@ -35,6 +35,7 @@ from transformers.utils.generic import can_return_tuple
 from transformers.utils.import_utils import is_torchdynamo_compiling
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .pipeline_translation import TranslationPipeline  # saved with the model, see save_pretrained
 
 
 logger = logging.get_logger(__name__)
@@ -692,6 +693,18 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 
     def get_decoder(self) -> VanillaTransformerDecoder:
         return self.model.decoder
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """`PreTrainedModel.save_pretrained`, and the folder also serves `pipeline("translation", model=folder,
+        trust_remote_code=True)` where this package is not installed: config.json names the pipeline in
+        `custom_pipelines` (as `Pipeline.save_pretrained` does for a registered pipeline), and the pipeline's source
+        file is copied along with this one, which imports it. `push_to_hub` and Trainer checkpoints save through here.
+        """
+        module = TranslationPipeline.__module__.rsplit(".", 1)[-1]
+        self.config.custom_pipelines = {
+            "translation": {"impl": f"{module}.{TranslationPipeline.__name__}", "pt": ["AutoModelForSeq2SeqLM"], "type": "text"}
+        }
+        return super().save_pretrained(save_directory, *args, **kwargs)
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head

@@ -283,7 +283,6 @@ def test_tokenizer_is_carried_over_and_translations_match(kind, tmp_path):
 
 @pytest.mark.parametrize("kind", ["marian", "fsmt"])
 def test_translation_pipeline_runs_a_converted_checkpoint(kind, tmp_path):
-    pytest.importorskip("vanilla_transformer.pipeline_translation", reason="the translation pipeline is not merged")
     from transformers import pipeline
 
     source_dir = tmp_path / "source"
@@ -305,17 +304,25 @@ def test_translation_pipeline_runs_a_converted_checkpoint(kind, tmp_path):
     assert got == source_tokenizer.batch_decode(source.generate(**batch, **settings), skip_special_tokens=True)
 
 
-def test_model_card_names_the_hub_checkpoint_of_a_cache_folder(tmp_path):
+def test_model_card_names_the_origin_and_keeps_its_license(tmp_path):
+    from huggingface_hub import ModelCard
+
     source_dir = tmp_path / "hub" / "models--Helsinki-NLP--opus-mt-en-de" / "snapshots" / "0123abcd"
     build_source("marian", 0, source_dir)
+    (source_dir / "README.md").write_text("---\nlicense: cc-by-4.0\n---\n# opus-mt-en-de\n")
     convert_marian(source_dir, tmp_path / "out", tokenizer=False)
-    card = (tmp_path / "out" / "README.md").read_text()
-    assert "base_model: Helsinki-NLP/opus-mt-en-de" in card
-    assert "https://huggingface.co/Helsinki-NLP/opus-mt-en-de" in card
+    card = ModelCard.load(tmp_path / "out" / "README.md")
+    assert card.data.base_model == "Helsinki-NLP/opus-mt-en-de"  # read off the Hub cache path
+    assert card.data.license == "cc-by-4.0"
+    assert "converted-from-marian" in card.data.tags and "vanilla-transformer" in card.data.tags
+    assert "converted from the Marian (OPUS-MT) checkpoint [`Helsinki-NLP/opus-mt-en-de`]" in card.text
 
     build_source("fsmt", 0, tmp_path / "fsmt")
     convert_fsmt(tmp_path / "fsmt", tmp_path / "fsmt-out", tokenizer=False, base_model="facebook/wmt19-en-de")
-    assert "base_model: facebook/wmt19-en-de" in (tmp_path / "fsmt-out" / "README.md").read_text()
+    card = ModelCard.load(tmp_path / "fsmt-out" / "README.md")
+    assert card.data.base_model == "facebook/wmt19-en-de"
+    assert card.data.language == ["en", "de"]  # FSMT's config names its languages
+    assert card.data.license == "unknown"  # no source card to take it from
 
 
 # ----------------------------------------------------------------------------------------------------------------

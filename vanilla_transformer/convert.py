@@ -352,58 +352,34 @@ def _languages(kind: str, source_config, tokenizer) -> tuple[str | None, str | N
     return None, None
 
 
-def write_model_card(out: Path, kind: str, src: Path, base_model: str | None, source_lang: str | None,
-                     target_lang: str | None) -> None:
-    """A README.md whose metadata (`base_model`, `tags`) and text name the checkpoint this one was converted from."""
-    from huggingface_hub import ModelCard, ModelCardData
+def converted_model_card(model, out: Path, kind: str, src: Path, base_model: str | None, source_lang: str | None,
+                         target_lang: str | None):
+    """The card (README.md) by `render_model_card`, naming the origin in its metadata (`base_model`, a
+    `converted-from-*` tag) and text, and keeping the source card's license: the weights are the source's."""
+    from huggingface_hub import ModelCard
+
+    from .model_card import LANGUAGE_CODE, render_model_card
 
     family = FAMILIES[kind]
     license_ = None
-    if (src / "README.md").is_file():  # keep the source's license: the weights are the source's
+    if (src / "README.md").is_file():
         try:
             license_ = ModelCard.load(src / "README.md", ignore_metadata_errors=True).data.to_dict().get("license")
-        except Exception:  # an unreadable card only costs the license line
+        except Exception:  # an unreadable source card only costs the license line
             license_ = None
-    languages = [lang for lang in (source_lang, target_lang) if lang]
-    data = ModelCardData(
-        base_model=base_model,
-        language=languages or None,
-        license=license_,
-        library_name="transformers",
-        pipeline_tag="translation",
-        tags=["vanilla-transformer", "translation", f"converted-from-{kind}"],
-    )
     origin = f"[`{base_model}`](https://huggingface.co/{base_model})" if base_model else f"`{src.name}`"
-    pair = f" ({source_lang} → {target_lang})" if source_lang and target_lang else ""
-    text = f"""---
-{data.to_yaml()}
----
-
-# {out.name}
-
-A translation model{pair} converted from the {family.title} checkpoint {origin} (`{family.architecture}`) into
-vanilla-transformer, the Transformer of "Attention Is All You Need" as a Hugging Face model.
-The weights are unchanged: the converted model computes the same logits as the original up to float rounding
-and generates the same translations. The generation settings and the tokenizer are the original's.
-
-Converted with `vanilla-transformer convert {kind}`.
-
-## Usage
-
-```python
-import vanilla_transformer  # registers the model with the Auto classes
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-tokenizer = AutoTokenizer.from_pretrained("{out.name}")
-model = AutoModelForSeq2SeqLM.from_pretrained("{out.name}")
-batch = tokenizer(["..."], return_tensors="pt", padding=True)
-print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))
-```
-
-Without the package installed, `AutoModelForSeq2SeqLM.from_pretrained(..., trust_remote_code=True)` loads the model
-code saved next to the weights.
-"""
-    (out / "README.md").write_text(text)
+    summary = (
+        f"Not trained here: converted from the {family.title} checkpoint {origin} (`{family.architecture}`) with "
+        f"`vanilla-transformer convert {kind}`. The weights are unchanged, so the model computes the original's "
+        "logits up to float rounding and generates the same translations; the generation settings and the "
+        "tokenizer are the original's. The source's own card describes its training data and evaluation."
+    )
+    languages = {name: lang if isinstance(lang, str) and LANGUAGE_CODE.fullmatch(lang) else None
+                 for name, lang in (("source_lang", source_lang), ("target_lang", target_lang))}
+    card = render_model_card(model, **languages, training_summary=summary, base_model=base_model,
+                             license=license_ or "unknown", model_id=out.name)
+    card.data.tags = [*(card.data.tags or []), f"converted-from-{kind}"]
+    return card
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -449,13 +425,14 @@ def convert(kind: str, src_dir: str | Path, out_dir: str | Path, *, base_model: 
     model.load_state_dict(map_weights(model, source_state, WEIGHT_MAPS[kind](source.config)), strict=True)
     model.generation_config = _source_generation_config(src, raw_config)
     model.eval()
+    card = converted_model_card(model, out, kind, src, base_model or hub_id_from_path(src),
+                                *_languages(kind, source.config, source_tokenizer))
 
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     if source_tokenizer is not None:
         source_tokenizer.save_pretrained(out)
-    source_lang, target_lang = _languages(kind, source.config, source_tokenizer)
-    write_model_card(out, kind, src, base_model or hub_id_from_path(src), source_lang, target_lang)
+    card.save(out / "README.md")
     return model
 
 

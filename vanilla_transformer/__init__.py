@@ -12,6 +12,8 @@ from .modeling_vanilla_transformer import (
     VanillaTransformerPreTrainedModel,
     sinusoidal_position_encoding,
 )
+from .model_card import render_model_card, save_for_hub
+from .pipeline_translation import TranslationPipeline
 from .registration import register
 
 register()
@@ -20,6 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "PAPER_PRESETS",
+    "TranslationPipeline",
     "VanillaTransformerConfig",
     "VanillaTransformerDecoder",
     "VanillaTransformerEncoder",
@@ -27,5 +30,7 @@ __all__ = [
     "VanillaTransformerModel",
     "VanillaTransformerPreTrainedModel",
     "register",
+    "render_model_card",
+    "save_for_hub",
     "sinusoidal_position_encoding",
 ]

@@ -1,14 +1,24 @@
-"""Registration with transformers' Auto classes and Hub remote code."""
+"""Registration with transformers' Auto classes, `pipeline()` and Hub remote code."""
 
+import functools
+import re
+
+import transformers.pipelines as pipelines
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, VanillaTransformerModel
+from .pipeline_translation import TranslationPipeline
+
+
+# "translation" and v4's parametrized form "translation_en_to_de"
+TRANSLATION_TASK = re.compile(r"translation(_[^_]+_to_[^_]+)?")
 
 
 def register() -> None:
-    """Make `AutoConfig`, `AutoModel` and `AutoModelForSeq2SeqLM` know `model_type="vanilla_transformer"`, and mark
-    the classes for remote code so that `save_pretrained` writes `auto_map` and copies the source files."""
+    """Make `AutoConfig`, `AutoModel` and `AutoModelForSeq2SeqLM` know `model_type="vanilla_transformer"`, mark the
+    classes for remote code so that `save_pretrained` writes `auto_map` and copies the source files, and make
+    `pipeline("translation")` / `pipeline("translation_xx_to_yy")` build a `TranslationPipeline`."""
     if VanillaTransformerConfig.model_type not in AutoConfig.for_model.__globals__["CONFIG_MAPPING"]:
         AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig)
         AutoModel.register(VanillaTransformerConfig, VanillaTransformerModel)
@@ -16,3 +26,41 @@ def register() -> None:
     VanillaTransformerConfig.register_for_auto_class()
     VanillaTransformerModel.register_for_auto_class("AutoModel")
     VanillaTransformerForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
+    register_translation_pipeline()
+
+
+def register_translation_pipeline() -> None:
+    """`pipeline("translation", ...)` and `pipeline("translation_xx_to_yy", ...)` -> `TranslationPipeline`, for any
+    `AutoModelForSeq2SeqLM` model, without `trust_remote_code`.
+
+    The public hook is `PIPELINE_REGISTRY.register_pipeline`, but registering is not enough in transformers 5: before
+    it looks at the registry, `pipeline()` passes the task to `transformers.pipelines._resolve_deprecated_task`, which
+    raises KeyError for every task in `REMOVED_TASKS` ("translation") and for every name starting with
+    "translation_". Nothing configures that function, and the registry matches task names exactly, so it cannot hold
+    every language pair. We therefore wrap that one function: translation task names (and only they) pass through,
+    and a "translation_xx_to_yy" name becomes a registry alias of "translation" when first used, as v4 did. Every
+    other task, removed ones included, still gets transformers' own answer. Idempotent.
+    """
+    registered = pipelines.PIPELINE_REGISTRY.supported_tasks.get("translation", {}).get("impl")
+    if registered is not TranslationPipeline:
+        pipelines.PIPELINE_REGISTRY.register_pipeline(
+            "translation", pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
+        )
+    # Our config.json lists "translation" in `custom_pipelines` for users without this package; pipeline() would
+    # then demand trust_remote_code. With the package, the registered class serves it (see the flag's comment).
+    VanillaTransformerConfig.hide_custom_pipelines = True
+
+    resolve = pipelines._resolve_deprecated_task
+    if getattr(resolve, "_passes_translation_tasks", False):
+        return
+
+    @functools.wraps(resolve)
+    def resolve_task(task: str) -> str:
+        if isinstance(task, str) and TRANSLATION_TASK.fullmatch(task):
+            if task != "translation":
+                pipelines.PIPELINE_REGISTRY.task_aliases.setdefault(task, "translation")
+            return task
+        return resolve(task)
+
+    resolve_task._passes_translation_tasks = True
+    pipelines._resolve_deprecated_task = resolve_task

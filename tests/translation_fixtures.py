@@ -1,0 +1,43 @@
+"""A tiny tokenizer and tiny translation models for the pipeline, Hub-folder and model-card tests."""
+
+import functools
+
+from conftest import tiny_model
+
+from training.tokenizer import train_tokenizer
+
+
+# Multi30k-style captions (German with their English translations).
+GERMAN = [
+    "Ein Mann mit einem orangefarbenen Hut, der etwas anstarrt.",
+    "Ein Boston Terrier läuft über saftig-grünes Gras vor einem weißen Zaun.",
+    "Ein Mädchen in einem Karateanzug bricht einen Stock mit einem Tritt.",
+    "Fünf Leute in Winterjacken und mit Helmen stehen im Schnee.",
+    "Leute reparieren das Dach eines Hauses.",
+    "Zwei Hunde spielen im Schnee.",
+]
+ENGLISH = [
+    "A man in an orange hat starring at something.",
+    "A Boston Terrier is running on lush green grass in front of a white fence.",
+    "A girl in karate uniform breaking a stick with a front kick.",
+    "Five people in winter jackets and helmets stand in the snow.",
+    "People are fixing the roof of a house.",
+    "Two dogs are playing in the snow.",
+]
+
+
+@functools.lru_cache(maxsize=1)
+def _trained_tokenizer():
+    return train_tokenizer(GERMAN + ENGLISH, vocab_size=200, min_frequency=1, model_max_length=64)
+
+
+def tiny_tokenizer():
+    """A fresh copy each call (tests may change model_max_length)."""
+    import copy
+
+    return copy.deepcopy(_trained_tokenizer())
+
+
+def tiny_translator(seed: int = 0, **overrides):
+    """A random tiny VanillaTransformerForConditionalGeneration sized for `tiny_tokenizer()`, in eval mode."""
+    return tiny_model(seed=seed, vocab_size=len(_trained_tokenizer()), **overrides)

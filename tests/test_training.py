@@ -39,15 +39,6 @@ def tiny(**options) -> list[str]:
 TINY = tiny()
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """The test machine is shared: one intra-op thread avoids oversubscription and keeps runs deterministic."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Token-budget batches
 
@@ -149,6 +140,13 @@ def test_presets_set_the_paper_recipe_and_every_flag_overrides_them(tmp_path):
     for name, preset in PRESETS.items():
         merged = preset.training_defaults()
         assert merged["adam_beta2"] == PAPER_RECIPE["adam_beta2"], name
+
+    # TensorBoard logging by default where it is installed; any --report_to wins
+    import importlib.util
+
+    _, _, args, _ = parse_arguments([])
+    assert args.report_to == (["tensorboard"] if importlib.util.find_spec("tensorboard") else [])
+    assert parse_arguments(["--report_to", "none"])[2].report_to == []
 
 
 def test_unknown_preset_and_bad_flags_exit_with_a_message(capsys):
@@ -390,9 +388,11 @@ def test_averaging_refuses_checkpoints_of_different_shapes(tmp_path):
 
 
 def test_time_budget_stops_training_and_keeps_a_checkpoint(tmp_path):
+    pytest.importorskip("tensorboard")
     out = tmp_path / "budget"
     train_main(["--output_dir", str(out), "--max_steps", "10000", "--save_steps", "10000",
-                "--max_train_minutes", "0.0001", *tiny(max_test_samples=4)])
+                "--max_train_minutes", "0.0001", *tiny(max_test_samples=4, report_to="tensorboard")])
     state = json.loads((out / "trainer_state.json").read_text())
     assert 1 <= state["global_step"] < 10000
     assert (out / f"checkpoint-{state['global_step']}").is_dir()
+    assert list((out / "runs").glob("*/events.out.tfevents.*"))  # TensorBoard logs

@@ -43,12 +43,7 @@ def _history(folder):
 def test_two_cpu_processes_train_like_one_process_with_the_same_global_batch(tmp_path, launcher):
     if launcher == "accelerate" and not shutil.which(LAUNCHERS["accelerate"][0]):
         pytest.skip("the accelerate command is not installed next to this Python")
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        train_main(["--output_dir", str(tmp_path / "one"), "--gradient_accumulation_steps", "2", *COMMON])
-    finally:
-        torch.set_num_threads(previous)
+    train_main(["--output_dir", str(tmp_path / "one"), "--gradient_accumulation_steps", "2", *COMMON])
 
     two = tmp_path / "two"
     result = subprocess.run(

@@ -259,7 +259,14 @@ def test_demo_run_saves_a_checkpoint_whose_generations_score_the_reported_bleu(t
     assert metrics["test_bleu"] == pytest.approx(bleu, abs=0.01)
     exact = sum(h.strip() == r for h, r in zip(hypotheses, references)) / len(references)
     assert metrics["test_exact_match"] == pytest.approx(exact, abs=1e-4)
-    assert "BLEU" in (out / "README.md").read_text(encoding="utf-8") or "bleu" in (out / "README.md").read_text()
+    # the model card carries the test scores in its metadata (model-index)
+    from huggingface_hub import ModelCard
+
+    card = ModelCard.load(out / "README.md")
+    scores = {result.metric_type: result.metric_value for result in card.data.eval_results}
+    assert scores["bleu"] == metrics["test_bleu"] and scores["exact_match"] == metrics["test_exact_match"]
+    assert {result.dataset_split for result in card.data.eval_results} == {"test"}
+    assert card.data.language == ["en", "de"]
 
 
 class Interrupt(Exception):

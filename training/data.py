@@ -7,6 +7,8 @@ traceback.
 
 import os
 
+import numpy as np
+
 SPLITS = ("train", "validation", "test")
 
 
@@ -148,7 +150,8 @@ def tokenize_splits(splits, tokenizer, max_source_length: int, max_target_length
         if split == "train":  # the lengths stay for the token-budget sampler (the Trainer drops them from batches)
             tokenized[split] = dataset.remove_columns(["source", "target"])
         else:
-            dataset = dataset.sort("source_length", reverse=True)
+            longest_first = np.argsort(-np.asarray(dataset["source_length"]), kind="stable")
+            dataset = dataset.select(longest_first)
             texts[split] = {column: list(dataset[column]) for column in ("source", "target", "index")}
             tokenized[split] = dataset.select_columns(["input_ids", "attention_mask", "labels"])
     return tokenized, texts

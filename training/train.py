@@ -142,6 +142,7 @@ def parse_arguments(argv: list[str] | None = None):
     import torch
 
     defaults["dataloader_pin_memory"] = torch.cuda.is_available()
+    defaults["ddp_find_unused_parameters"] = False  # every parameter takes part in every step
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
         # torchrun on a machine without GPUs: accelerate runs several CPU processes (gloo) only with use_cpu
         defaults["use_cpu"] = True

@@ -4,7 +4,7 @@
   `--max_train_minutes` (wall-clock budget) and `--average_last_n_checkpoints`.
 - `TranslationTrainer`: trains on `TokenBudgetBatchSampler` batches, always normalises the loss by the number of
   target tokens in the whole optimizer step, and writes the model card with `render_model_card`.
-- `translation_scores`: corpus BLEU (sacreBLEU) and exact match against the raw reference strings.
+- `translation_scores`: corpus BLEU and chrF (sacreBLEU) and exact match against the raw reference strings.
 """
 
 import math

@@ -41,6 +41,9 @@ class VanillaTransformerConfig(PreTrainedConfig):
     - `sinusoidal_frequencies` (`"paper"` or `"tensor2tensor"`): wavelengths 10000^(2i/d_model) as in the paper,
       or 10000^(i/(d_model/2 - 1)) as in tensor2tensor and fairseq.
     - `position_offset` (`int`): added to every position before encoding it (fairseq starts at `pad_token_id + 1`).
+    - `skip_padding_positions` (`bool`, defaults to `False`): fairseq's numbering, where positions count only the
+      tokens that are not `pad_token_id` and padding tokens get a zero positional encoding. Needs `input_ids`;
+      with `inputs_embeds` every position counts.
     - `decoder_vocab_size` (`int`, *optional*): size of a separate target vocabulary; `None` means the shared one.
     - `share_encoder_decoder_embeddings` (`bool`): one embedding matrix for source and target (needs one vocabulary).
     - `add_final_logits_bias` (`bool`): a bias on the output logits (Marian checkpoints have one).
@@ -76,6 +79,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     sinusoidal_layout: str = "interleaved"
     sinusoidal_frequencies: str = "paper"
     position_offset: int = 0
+    skip_padding_positions: bool = False
     scale_embedding: bool = True
     normalize_before: bool = False
     layer_norm_eps: float = 1e-5
@@ -142,6 +146,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
             problems.append(f"sinusoidal positions need an even d_model, got d_model={self.d_model}")
         if self.position_offset < 0:
             problems.append(f"position_offset={self.position_offset} must not be negative")
+        if self.skip_padding_positions and self.pad_token_id is None:
+            problems.append("skip_padding_positions=True needs a pad_token_id")
         if self.layer_norm_eps <= 0:
             problems.append(f"layer_norm_eps={self.layer_norm_eps} must be positive")
         if self.init_std is not None and self.init_std <= 0:

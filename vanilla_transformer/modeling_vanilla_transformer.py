@@ -115,6 +115,15 @@ def sinusoidal_position_encoding(
     return torch.cat([angles.sin(), angles.cos()], dim=-1)  # (L, D): sin ... sin, cos ... cos
 
 
+def positions_skipping_padding(table: torch.Tensor, input_ids: torch.Tensor, pad_token_id: int,
+                               start: int) -> torch.Tensor:
+    """fairseq's numbering (`skip_padding_positions`): the k-th non-padding token of a row gets row `start + k - 1`
+    of `table`, padding tokens get zeros. (L, D) table, (B, T) ids -> (B, T, D)."""
+    is_token = input_ids != pad_token_id  # (B, T)
+    index = (start - 1 + is_token.cumsum(dim=1)).clamp(min=0)  # (B, T)
+    return table[index] * is_token.unsqueeze(-1).to(table.dtype)
+
+
 class SinusoidalPositionalEncoding(nn.Module):
     """Fixed sinusoids for any length; a table is kept for the lengths seen so far (it is not a weight)."""
 
@@ -125,10 +134,13 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.frequencies = config.sinusoidal_frequencies
         self.offset = config.position_offset
         self.initial_length = config.max_position_embeddings
+        self.pad_token_id = config.pad_token_id if config.skip_padding_positions else None
         self._table: torch.Tensor | None = None
 
-    def forward(self, past_length: int, length: int, like: torch.Tensor) -> torch.Tensor:
-        """Encodings of positions past_length .. past_length + length - 1: (T, D) in `like`'s dtype and device."""
+    def forward(self, past_length: int, length: int, like: torch.Tensor,
+                input_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Encodings of positions past_length .. past_length + length - 1: (T, D) in `like`'s dtype and device
+        ((B, T, D) when `skip_padding_positions` numbers the tokens of `input_ids`)."""
         end = self.offset + past_length + length
         table = self._table
         if table is None or table.shape[0] < end or table.device != like.device or table.dtype != like.dtype:
@@ -137,6 +149,8 @@ class SinusoidalPositionalEncoding(nn.Module):
             table = sinusoidal_position_encoding(positions, self.d_model, self.layout, self.frequencies)
             table = table.to(device=like.device, dtype=like.dtype)
             self._table = table
+        if self.pad_token_id is not None and input_ids is not None:
+            return positions_skipping_padding(table, input_ids, self.pad_token_id, self.offset + past_length)
         return table[self.offset + past_length : end]
 
 
@@ -146,14 +160,18 @@ class LearnedPositionalEmbedding(nn.Embedding):
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config.max_position_embeddings + config.position_offset, config.d_model)
         self.offset = config.position_offset
+        self.pad_token_id = config.pad_token_id if config.skip_padding_positions else None
 
-    def forward(self, past_length: int, length: int, like: torch.Tensor) -> torch.Tensor:
+    def forward(self, past_length: int, length: int, like: torch.Tensor,
+                input_ids: torch.Tensor | None = None) -> torch.Tensor:
         end = self.offset + past_length + length
         if end > self.num_embeddings:
             raise ValueError(
                 f"Position {past_length + length - 1} is beyond the {self.num_embeddings - self.offset} learned "
                 "positions of this model (max_position_embeddings); shorten the input or use sinusoidal positions."
             )
+        if self.pad_token_id is not None and input_ids is not None:
+            return positions_skipping_padding(self.weight, input_ids, self.pad_token_id, self.offset + past_length)
         return self.weight[self.offset + past_length : end]
 
 
@@ -443,7 +461,7 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel):
         batch, length = inputs_embeds.shape[:2]
         mask = padding_mask(attention_mask, (batch, length), "attention_mask")
 
-        hidden_states = inputs_embeds + self.embed_positions(0, length, inputs_embeds)
+        hidden_states = inputs_embeds + self.embed_positions(0, length, inputs_embeds, input_ids)
         hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
 
         all_hidden_states, all_attentions = (), ()
@@ -527,7 +545,7 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
             self_attn_mask = causal_mask(length, past_length + length, inputs_embeds.device)
         encoder_attn_mask = padding_mask(encoder_attention_mask, encoder_hidden_states.shape[:2], "attention_mask")
 
-        hidden_states = inputs_embeds + self.embed_positions(past_length, length, inputs_embeds)
+        hidden_states = inputs_embeds + self.embed_positions(past_length, length, inputs_embeds, input_ids)
         hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
 
         all_hidden_states, all_self_attns, all_cross_attns = (), (), ()

@@ -1,0 +1,405 @@
+"""training/: the paper's recipe on Seq2SeqTrainer, token-budget batches, resume, averaging, presets, data errors.
+
+Every run here is tiny (d_model 32, one layer, a few hundred generated pairs, a handful of steps); the oracles are
+the paper's formula, safetensors files read directly, sacreBLEU, and an uninterrupted run of the same training.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from training.average_checkpoints import average_checkpoints, last_checkpoints
+from training.average_checkpoints import main as average_main
+from training.batching import TokenBudgetBatchSampler
+from training.presets import PAPER_RECIPE, PRESETS, paper_learning_rate
+from training.train import main as train_main
+from training.train import parse_arguments
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# A model and corpus small enough to train a few steps in a second or two.
+TINY_OPTIONS = dict(
+    d_model=32, encoder_layers=1, decoder_layers=1, attention_heads=2, ffn_dim=64, vocab_size=90,
+    demo_train_size=300, max_tokens=200, max_test_samples=24, per_device_eval_batch_size=24,
+    config_overrides="max_position_embeddings=20", report_to="none", disable_tqdm="true", num_sample_translations=0,
+    warmup_steps=4,
+)
+
+
+def tiny(**options) -> list[str]:
+    """Command-line options of a tiny run, `options` added or replacing the defaults."""
+    return [item for name, value in {**TINY_OPTIONS, **options}.items() for item in (f"--{name}", str(value))]
+
+
+TINY = tiny()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Token-budget batches
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_token_batches_cover_every_pair_once_within_the_budget(seed):
+    rng = np.random.default_rng(seed)
+    source = rng.integers(1, 60, size=500)
+    target = rng.integers(1, 60, size=500)
+    sampler = TokenBudgetBatchSampler(source, target, max_tokens=400, seed=seed)
+    batches = list(sampler)
+    assert len(batches) == len(sampler)
+    assert sorted(i for batch in batches for i in batch) == list(range(500))
+    for batch in batches:
+        cost = len(batch) * max(max(source[batch]), max(target[batch]))
+        assert cost <= 400 or len(batch) == 1
+    # similar lengths together: far less padding than batches of random pairs of the same sizes
+    padded = sum(len(b) * max(source[b]) - sum(source[b]) for b in batches)
+    shuffled = rng.permutation(500)
+    sizes = np.cumsum([len(b) for b in batches])[:-1]
+    random_padded = sum(len(b) * max(source[b]) - sum(source[b]) for b in np.split(shuffled, sizes))
+    assert padded < 0.3 * random_padded
+
+
+def test_token_batches_change_order_each_epoch_reproducibly():
+    lengths = np.random.default_rng(0).integers(1, 30, size=300)
+    sampler = TokenBudgetBatchSampler(lengths, lengths, max_tokens=120, seed=7)
+    epoch0 = list(sampler)
+    sampler.set_epoch(1)
+    epoch1 = list(sampler)
+    assert epoch0 != epoch1 and sorted(map(tuple, epoch0)) == sorted(map(tuple, epoch1))
+    again = TokenBudgetBatchSampler(lengths, lengths, max_tokens=120, seed=7)
+    again.set_epoch(1)
+    assert list(again) == epoch1
+
+
+def test_token_batches_shard_into_disjoint_whole_batches_across_processes():
+    from accelerate.data_loader import BatchSamplerShard
+
+    lengths = np.random.default_rng(3).integers(1, 40, size=400)
+    sampler = TokenBudgetBatchSampler(lengths, lengths, max_tokens=200, seed=0)
+    batches = [tuple(b) for b in sampler]
+    shards = [[tuple(b) for b in BatchSamplerShard(sampler, num_processes=2, process_index=r)] for r in range(2)]
+    assert len(shards[0]) == len(shards[1])
+    assert shards[0][: len(batches) // 2] == batches[0::2][: len(batches) // 2]
+    assert shards[1][: len(batches) // 2] == batches[1::2][: len(batches) // 2]
+    assert set(batches) <= set(shards[0]) | set(shards[1])
+
+
+def test_token_batches_reject_bad_arguments():
+    with pytest.raises(ValueError, match="pair up"):
+        TokenBudgetBatchSampler([1, 2], [1], max_tokens=10)
+    with pytest.raises(ValueError, match="max_tokens"):
+        TokenBudgetBatchSampler([1, 2], [1, 2], max_tokens=0)
+    with pytest.raises(ValueError, match="empty"):
+        TokenBudgetBatchSampler([], [], max_tokens=10)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Presets and the paper's schedule
+
+
+def test_trainer_inverse_sqrt_schedule_is_equation_3():
+    from transformers import get_scheduler
+
+    for d_model, warmup in [(512, 4000), (128, 300), (1024, 4000)]:
+        parameter = torch.nn.Parameter(torch.zeros(1))
+        optimizer = torch.optim.Adam([parameter], lr=paper_learning_rate(d_model, warmup))
+        scheduler = get_scheduler("inverse_sqrt", optimizer, num_warmup_steps=warmup)
+        peak = optimizer.param_groups[0]["initial_lr"]
+        for step in [1, warmup // 3, warmup - 1, warmup, warmup + 1, 3 * warmup, 25 * warmup]:
+            expected = d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+            assert peak * scheduler.lr_lambdas[0](step) == pytest.approx(expected, rel=1e-12)
+
+
+def test_presets_set_the_paper_recipe_and_every_flag_overrides_them(tmp_path):
+    data = ["--train_source", "a.en", "--train_target", "a.de"]
+    data_args, model_args, args, explicit = parse_arguments(["--preset", "multi30k", *data])
+    assert (args.adam_beta1, args.adam_beta2, args.adam_epsilon) == (0.9, 0.98, 1e-9)
+    assert args.label_smoothing_factor == 0.1 and args.weight_decay == 0.0
+    assert args.lr_scheduler_type == "inverse_sqrt" and args.predict_with_generate
+    assert args.warmup_steps == PRESETS["multi30k"].training["warmup_steps"]
+    assert args.max_tokens == PRESETS["multi30k"].data["max_tokens"]
+    assert args.average_last_n_checkpoints == PRESETS["multi30k"].data["average_last_n_checkpoints"]
+    assert data_args.vocab_size == PRESETS["multi30k"].data["vocab_size"]
+    assert args.output_dir == os.path.join("outputs", "multi30k")
+    assert "learning_rate" not in explicit
+
+    data_args, model_args, args, explicit = parse_arguments([
+        "--preset", "multi30k", *data, "--warmup_steps", "50", "--adam_beta2", "0.99", "--max_steps", "7",
+        "--max_tokens", "999", "--label_smoothing_factor", "0", "--vocab_size", "123", "--d_model", "64",
+        "--learning_rate=0.5", "--output_dir", str(tmp_path), "--save_steps", "3", "--save_total_limit", "6"])
+    assert (args.warmup_steps, args.adam_beta2, args.max_steps, args.max_tokens) == (50, 0.99, 7, 999)
+    assert (args.label_smoothing_factor, data_args.vocab_size, model_args.d_model) == (0, 123, 64)
+    assert (args.learning_rate, args.output_dir, args.save_steps) == (0.5, str(tmp_path), 3)
+    assert {"warmup_steps", "adam_beta2", "learning_rate", "d_model"} <= explicit
+    assert "adam_beta1" not in explicit
+
+    for name, preset in PRESETS.items():
+        merged = preset.training_defaults()
+        assert merged["adam_beta2"] == PAPER_RECIPE["adam_beta2"], name
+
+    # TensorBoard logging by default where it is installed; any --report_to wins
+    import importlib.util
+
+    _, _, args, _ = parse_arguments([])
+    assert args.report_to == (["tensorboard"] if importlib.util.find_spec("tensorboard") else [])
+    assert parse_arguments(["--report_to", "none"])[2].report_to == []
+
+
+def test_unknown_preset_and_bad_flags_exit_with_a_message(capsys):
+    with pytest.raises(SystemExit):
+        parse_arguments(["--preset", "huge"])
+    assert "unknown --preset 'huge'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_arguments(["--average_last_n_checkpoints", "5", "--save_total_limit", "2"])
+    assert "save_total_limit" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Data errors
+
+
+def _write(path, lines):
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    return str(path)
+
+
+def _error_of(argv) -> str:
+    with pytest.raises(SystemExit) as raised:
+        train_main(argv)
+    return str(raised.value.code)
+
+
+def test_bad_parallel_files_are_reported_by_name_and_count(tmp_path):
+    src = _write(tmp_path / "train.en", ["one", "two", "three"])
+    tgt = _write(tmp_path / "train.de", ["eins", "zwei"])
+    empty = _write(tmp_path / "empty.de", ["", "  "])
+    out = ["--output_dir", str(tmp_path / "out"), *TINY]
+
+    message = _error_of(["--preset", "multi30k", "--train_source", src, "--train_target", tgt, *out])
+    assert src in message and tgt in message and "3 lines" in message and "2" in message
+
+    message = _error_of(["--preset", "multi30k", "--train_source", src, "--train_target", empty, *out])
+    assert empty in message and "empty" in message
+
+    missing = str(tmp_path / "nope.de")
+    message = _error_of(["--preset", "multi30k", "--train_source", src, "--train_target", missing, *out])
+    assert missing in message and "does not exist" in message
+
+    message = _error_of(["--preset", "multi30k", "--train_source", src, *out])
+    assert "--train_target" in message
+
+    message = _error_of(["--preset", "multi30k", *out])
+    assert "needs data" in message
+
+
+def test_command_line_errors_print_one_line_without_traceback(tmp_path):
+    src = _write(tmp_path / "train.en", ["one", "two"])
+    result = subprocess.run(
+        [sys.executable, "-m", "training.train", "--preset", "multi30k", "--train_source", src,
+         "--train_target", str(tmp_path / "missing.de"), "--output_dir", str(tmp_path / "out")],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": REPO_ROOT},
+    )
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert f"error: The train target file {tmp_path / 'missing.de'} does not exist." in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# End to end
+
+
+def test_demo_run_saves_a_checkpoint_whose_generations_score_the_reported_bleu(tmp_path):
+    import sacrebleu
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    out = tmp_path / "demo"
+    metrics = train_main(["--output_dir", str(out), "--max_steps", "6", "--save_steps", "3", "--logging_steps", "1",
+                          "--average_last_n_checkpoints", "2", "--dropout", "0.0", *TINY])
+    for name in ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "README.md",
+                 "trainer_state.json", "test_predictions.txt", "all_results.json"):
+        assert (out / name).is_file(), name
+    assert sorted(os.listdir(out / "checkpoint-3")) and (out / "checkpoint-6").is_dir()
+
+    # the paper's learning rate for d_model 32 and 4 warmup steps: the Trainer logs the rate its update number s
+    # used, which is the paper's rate of step s - 1 (HF counts steps from 0, so the first update has rate 0)
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] == 6
+    logged = {entry["step"]: entry["learning_rate"] for entry in state["log_history"] if "learning_rate" in entry}
+    assert sorted(logged) == [1, 2, 3, 4, 5, 6] and logged[1] == 0
+    for step in range(2, 7):
+        paper_step = step - 1
+        assert logged[step] == pytest.approx(32**-0.5 * min(paper_step**-0.5, paper_step * 4**-1.5), rel=1e-6)
+
+    # the saved weights are the mean of the last two checkpoints, read straight from their files
+    from safetensors.torch import load_file
+
+    final = load_file(out / "model.safetensors")
+    for name, tensor in final.items():
+        mean = (load_file(out / "checkpoint-3" / "model.safetensors")[name]
+                + load_file(out / "checkpoint-6" / "model.safetensors")[name]) / 2
+        torch.testing.assert_close(tensor, mean, msg=name)
+
+    # BLEU of the saved model decoding with its own generation config, recomputed with sacreBLEU
+    from training.numbers import number_translation_splits
+
+    test = number_translation_splits(train_size=300, seed=42)["test"]
+    sources, references = test["source"][:24], test["target"][:24]
+    model = AutoModelForSeq2SeqLM.from_pretrained(out)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    with torch.no_grad():
+        generated = model.generate(**tokenizer(sources, return_tensors="pt", padding=True))
+    hypotheses = tokenizer.batch_decode(generated, skip_special_tokens=True)
+    assert (out / "test_predictions.txt").read_text(encoding="utf-8").splitlines() == [h.strip() for h in hypotheses]
+    bleu = sacrebleu.corpus_bleu([h.strip() for h in hypotheses], [references], tokenize="char").score
+    assert metrics["test_bleu"] == pytest.approx(bleu, abs=0.01)
+    exact = sum(h.strip() == r for h, r in zip(hypotheses, references)) / len(references)
+    assert metrics["test_exact_match"] == pytest.approx(exact, abs=1e-4)
+    # the model card carries the test scores in its metadata (model-index)
+    from huggingface_hub import ModelCard
+
+    card = ModelCard.load(out / "README.md")
+    scores = {result.metric_type: result.metric_value for result in card.data.eval_results}
+    assert scores["bleu"] == metrics["test_bleu"] and scores["exact_match"] == metrics["test_exact_match"]
+    assert {result.dataset_split for result in card.data.eval_results} == {"test"}
+    assert card.data.language == ["en", "de"]
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_resume_from_checkpoint_continues_without_losing_steps(tmp_path):
+    """Kill a run after its step-4 checkpoint (at step 6), resume: losses and weights match an uninterrupted run."""
+    from transformers import TrainerCallback
+
+    class CrashAtStep6(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 6:
+                raise Interrupt
+
+    # ~5 batches per epoch, so the resumed run starts mid-epoch and crosses epoch boundaries
+    common = ["--max_steps", "12", "--save_steps", "4", "--logging_steps", "1",
+              *tiny(demo_train_size=120, max_tokens=250)]
+    full = tmp_path / "full"
+    train_main(["--output_dir", str(full), *common])
+
+    broken = tmp_path / "broken"
+    with pytest.raises(Interrupt):
+        train_main(["--output_dir", str(broken), *common], callbacks=[CrashAtStep6()])
+    assert (broken / "checkpoint-4").is_dir() and not (broken / "checkpoint-8").exists()
+    train_main(["--output_dir", str(broken), "--resume_from_checkpoint", "true", *common])
+
+    def losses(folder):
+        state = json.loads((folder / "trainer_state.json").read_text())
+        return state["global_step"], {e["step"]: e["loss"] for e in state["log_history"] if "loss" in e}
+
+    full_steps, full_losses = losses(full)
+    resumed_steps, resumed_losses = losses(broken)
+    assert full_steps == resumed_steps == 12
+    assert sorted(resumed_losses) == list(range(1, 13))  # steps 1-4 from the checkpoint's history, 5-12 resumed
+    for step in range(1, 13):
+        assert resumed_losses[step] == pytest.approx(full_losses[step], rel=1e-4), step
+
+    from safetensors.torch import load_file
+
+    full_weights, resumed_weights = load_file(full / "model.safetensors"), load_file(broken / "model.safetensors")
+    for name in full_weights:
+        torch.testing.assert_close(resumed_weights[name], full_weights[name], rtol=1e-4, atol=1e-5)
+
+
+def test_a_second_run_into_the_same_folder_must_resume_or_overwrite(tmp_path):
+    out = tmp_path / "run"
+    argv = ["--output_dir", str(out), "--max_steps", "2", "--save_steps", "2", *TINY]
+    train_main(argv)
+    assert "--resume_from_checkpoint" in _error_of(argv)
+    train_main([*argv, "--overwrite_output_dir", "true"])
+
+
+def test_hugging_face_dataset_with_a_translation_column(tmp_path):
+    folder = tmp_path / "dataset"
+    folder.mkdir()
+    from training.numbers import number_translation_splits
+
+    corpus = number_translation_splits(train_size=200, validation_size=10, test_size=12, seed=1,
+                                       source_lang="en", target_lang="fr")
+    for split in ("train", "test"):
+        with open(folder / f"{split}.jsonl", "w", encoding="utf-8") as f:
+            for s, t in zip(corpus[split]["source"], corpus[split]["target"]):
+                f.write(json.dumps({"translation": {"en": s, "fr": t, "de": "-"}}) + "\n")
+    out = tmp_path / "out"
+    metrics = train_main(["--preset", "multi30k", "--dataset_name", str(folder), "--source_lang", "en",
+                          "--target_lang", "fr", "--output_dir", str(out), "--max_steps", "2",
+                          "--average_last_n_checkpoints", "0", *TINY])
+    assert "test_bleu" in metrics
+    assert len((out / "test_predictions.txt").read_text(encoding="utf-8").splitlines()) == 12
+    message = _error_of(["--preset", "multi30k", "--dataset_name", str(folder), "--source_lang", "en",
+                         "--target_lang", "it", "--output_dir", str(tmp_path / "out2"), *TINY])
+    assert "no it text" in message and "'fr'" in message
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Checkpoint averaging
+
+
+def _tiny_checkpoints(folder, steps):
+    from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+
+    config = VanillaTransformerConfig(vocab_size=40, d_model=16, encoder_layers=1, decoder_layers=1,
+                                      encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
+                                      decoder_ffn_dim=32)
+    paths = []
+    for step in steps:
+        torch.manual_seed(step)
+        path = folder / f"checkpoint-{step}"
+        VanillaTransformerForConditionalGeneration(config).save_pretrained(path)
+        paths.append(path)
+    return paths
+
+
+def test_average_checkpoints_command_writes_the_mean_of_the_last_n(tmp_path, capsys):
+    from safetensors.torch import load_file
+    from transformers import AutoModelForSeq2SeqLM
+
+    _tiny_checkpoints(tmp_path, [5, 10, 20, 100])  # numeric, not lexicographic, order: 100 is the last
+    assert [os.path.basename(p) for p in last_checkpoints(tmp_path, 3)] == ["checkpoint-10", "checkpoint-20",
+                                                                            "checkpoint-100"]
+    average_main(["--checkpoint_dir", str(tmp_path), "--last", "3", "--output_dir", str(tmp_path / "avg")])
+    averaged = load_file(tmp_path / "avg" / "model.safetensors")
+    files = [load_file(tmp_path / f"checkpoint-{s}" / "model.safetensors") for s in (10, 20, 100)]
+    assert set(averaged) == set(files[0])
+    for name, tensor in averaged.items():
+        torch.testing.assert_close(tensor, sum(f[name] for f in files) / 3, msg=name)
+    model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "avg")
+    assert model.lm_head.weight.data_ptr() == model.model.shared.weight.data_ptr()  # still tied
+
+    with pytest.raises(SystemExit):
+        average_main(["--checkpoint_dir", str(tmp_path), "--last", "9", "--output_dir", str(tmp_path / "x")])
+    assert "only 4" in capsys.readouterr().err
+
+
+def test_averaging_refuses_checkpoints_of_different_shapes(tmp_path):
+    from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+
+    first = _tiny_checkpoints(tmp_path, [1])[0]
+    other = VanillaTransformerConfig(vocab_size=40, d_model=8, encoder_layers=1, decoder_layers=1,
+                                     encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32,
+                                     decoder_ffn_dim=32)
+    VanillaTransformerForConditionalGeneration(other).save_pretrained(tmp_path / "checkpoint-2")
+    with pytest.raises(ValueError, match="architecture"):
+        average_checkpoints([first, tmp_path / "checkpoint-2"])
+
+
+def test_time_budget_stops_training_and_keeps_a_checkpoint(tmp_path):
+    pytest.importorskip("tensorboard")
+    out = tmp_path / "budget"
+    train_main(["--output_dir", str(out), "--max_steps", "10000", "--save_steps", "10000",
+                "--max_train_minutes", "0.0001", *tiny(max_test_samples=4, report_to="tensorboard")])
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert 1 <= state["global_step"] < 10000
+    assert (out / f"checkpoint-{state['global_step']}").is_dir()
+    assert list((out / "runs").glob("*/events.out.tfevents.*"))  # TensorBoard logs

@@ -1,0 +1,100 @@
+"""Batches by token budget (section 5.1 of the paper): sentence pairs of similar length are put together until the
+batch holds about `max_tokens` source and `max_tokens` target tokens.
+
+Why a batch sampler and not Trainer's `train_sampling_strategy="group_by_length"`: that strategy groups sentences of
+similar length but keeps a fixed number of sentences per batch, so a batch of long sentences holds many times the
+tokens of a batch of short ones. The paper fixes the number of tokens instead (~25,000 source + 25,000 target per
+step), which is what `TokenBudgetBatchSampler` does. Together with the Trainer's loss normalisation by the number of
+target tokens in the whole step (`num_items_in_batch`, across gradient accumulation and devices), every target token
+weighs the same whatever the batch it falls in.
+
+The batches are made once (fairseq's scheme): pairs sorted by length, ties broken at random, cut greedily; each
+epoch then visits the batches in a new random order seeded by (seed, epoch). So the number of batches is fixed,
+which the Trainer needs for its step counting, and a resumed run sees exactly the batches the interrupted one would
+have. Under `accelerate launch`/`torchrun`, accelerate hands out whole batches round-robin to the processes.
+"""
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+from torch.utils.data import Sampler
+
+
+class TokenBudgetBatchSampler(Sampler[list[int]]):
+    """Yields lists of dataset indices; each batch costs at most `max_tokens` padded tokens on either side.
+
+    The cost of a batch is `len(batch) * max(longest source, longest target)`: the size of the padded tensors, as in
+    fairseq's `--max-tokens`. A single pair longer than the budget gets a batch of its own.
+
+    Args:
+        source_lengths, target_lengths: token counts of each pair (after tokenization, with `</s>`).
+        max_tokens: the budget per batch (per device).
+        max_sentences: optional cap on the number of pairs per batch.
+        shuffle: visit the batches in a random order each epoch (training); `False` keeps them sorted by length.
+        seed: seeds the tie-breaking and the per-epoch order; every process must use the same one.
+    """
+
+    batch_size = None  # batches vary in size: tells accelerate's BatchSamplerShard to hand out whole batches
+    drop_last = False
+
+    def __init__(
+        self,
+        source_lengths: Sequence[int],
+        target_lengths: Sequence[int],
+        max_tokens: int,
+        *,
+        max_sentences: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+    ):
+        if len(source_lengths) != len(target_lengths):
+            raise ValueError(
+                f"Got {len(source_lengths)} source lengths but {len(target_lengths)} target lengths; they must pair up."
+            )
+        if len(source_lengths) == 0:
+            raise ValueError("Cannot make batches from an empty dataset.")
+        if max_tokens <= 0:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}.")
+        if max_sentences is not None and max_sentences <= 0:
+            raise ValueError(f"max_sentences must be positive, got {max_sentences}.")
+        self.max_tokens = max_tokens
+        self.max_sentences = max_sentences
+        self.shuffle = shuffle
+        self.seed = seed
+        self.epoch = 0
+        self.batches = self._make_batches(np.asarray(source_lengths), np.asarray(target_lengths))
+
+    def _make_batches(self, source_lengths: np.ndarray, target_lengths: np.ndarray) -> list[list[int]]:
+        rng = np.random.default_rng(self.seed)
+        tie_break = rng.permutation(len(source_lengths))
+        # np.lexsort sorts by the last key first: by source length, then target length, then at random
+        order = np.lexsort((tie_break, target_lengths, source_lengths))
+        pair_lengths = np.maximum(source_lengths, target_lengths)[order]
+
+        batches, batch, longest = [], [], 0
+        for index, length in zip(order.tolist(), pair_lengths.tolist()):
+            new_longest = max(longest, length)
+            too_many_tokens = (len(batch) + 1) * new_longest > self.max_tokens
+            too_many_sentences = self.max_sentences is not None and len(batch) + 1 > self.max_sentences
+            if batch and (too_many_tokens or too_many_sentences):
+                batches.append(batch)
+                batch, new_longest = [], length
+            batch.append(index)
+            longest = new_longest
+        batches.append(batch)
+        return batches
+
+    def set_epoch(self, epoch: int) -> None:
+        """Called by the Trainer (through accelerate) at the start of each epoch: picks that epoch's batch order."""
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[list[int]]:
+        if not self.shuffle:
+            yield from self.batches
+            return
+        order = np.random.default_rng((self.seed, self.epoch)).permutation(len(self.batches))
+        for i in order.tolist():
+            yield self.batches[i]
+
+    def __len__(self) -> int:
+        return len(self.batches)

@@ -1,0 +1,157 @@
+"""Parallel data for `training.train`: a Hugging Face dataset, local text files, or the generated demo corpus.
+
+Every source ends up as `datasets.Dataset` splits with two string columns, `source` and `target`. Problems with the
+user's data raise `DataError` with a message naming the file or dataset; `training.train` prints it without a
+traceback.
+"""
+
+import os
+
+import numpy as np
+
+SPLITS = ("train", "validation", "test")
+
+
+class DataError(ValueError):
+    """The data the user pointed at cannot be used; the message says what and where."""
+
+
+def _read_lines(path: str, what: str) -> list[str]:
+    if not os.path.exists(path):
+        raise DataError(f"The {what} file {path} does not exist.")
+    if not os.path.isfile(path):
+        raise DataError(f"The {what} file {path} is not a file.")
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except UnicodeDecodeError as error:
+        raise DataError(f"The {what} file {path} is not UTF-8 text ({error}).") from None
+    if not any(line.strip() for line in lines):
+        raise DataError(f"The {what} file {path} is empty.")
+    return lines
+
+
+def read_parallel_files(source_path: str, target_path: str, split: str) -> dict[str, list[str]]:
+    """Two files with one sentence per line, line i of one translating line i of the other."""
+    sources = _read_lines(source_path, f"{split} source")
+    targets = _read_lines(target_path, f"{split} target")
+    if len(sources) != len(targets):
+        raise DataError(
+            f"The {split} files do not pair up: {source_path} has {len(sources)} lines but {target_path} has "
+            f"{len(targets)}; line i of one must translate line i of the other."
+        )
+    return {"source": sources, "target": targets}
+
+
+def language_from_extension(path: str | None) -> str | None:
+    """'data/train.de' -> 'de' (the usual naming of parallel corpora), else None."""
+    if not path:
+        return None
+    extension = os.path.splitext(path)[1].lstrip(".")
+    return extension if extension.isalpha() and 2 <= len(extension) <= 3 else None
+
+
+def load_text_files(files: dict[str, tuple[str | None, str | None]]):
+    """{split: (source_path, target_path)} -> {split: Dataset(source, target)} for the splits given."""
+    from datasets import Dataset
+
+    splits = {}
+    for split, (source_path, target_path) in files.items():
+        if source_path is None and target_path is None:
+            continue
+        if source_path is None or target_path is None:
+            given, missing = ("source", "target") if source_path else ("target", "source")
+            raise DataError(f"--{split}_{given} is given but --{split}_{missing} is not; give both files of the pair.")
+        splits[split] = Dataset.from_dict(read_parallel_files(source_path, target_path, split))
+    return splits
+
+
+def load_hub_dataset(name: str, config_name: str | None, source_lang: str, target_lang: str,
+                     cache_dir: str | None = None):
+    """A dataset in the format of transformers' translation example: a `translation` column of
+    {source_lang: ..., target_lang: ...} dicts (e.g. wmt16/de-en), or one column per language."""
+    import datasets
+
+    try:
+        raw = datasets.load_dataset(name, config_name, cache_dir=cache_dir)
+    except Exception as error:  # the datasets library raises many kinds; all mean "cannot load this"
+        raise DataError(f"Could not load the dataset {name!r}"
+                        f"{f' ({config_name})' if config_name else ''}: {error}") from None
+    aliases = {"train": ("train",), "validation": ("validation", "valid", "dev"), "test": ("test",)}
+    splits = {}
+    for split, names in aliases.items():
+        found = next((raw[n] for n in names if n in raw), None)
+        if found is None:
+            continue
+        if "translation" in found.column_names:
+            example = found[0]["translation"]
+            missing = [lang for lang in (source_lang, target_lang) if lang not in example]
+            if missing:
+                raise DataError(f"The {split} split of {name!r} has no {', '.join(missing)} text: its translation "
+                                f"column holds the languages {sorted(example)}.")
+            found = found.map(
+                lambda batch: {"source": [t[source_lang] for t in batch["translation"]],
+                               "target": [t[target_lang] for t in batch["translation"]]},
+                batched=True, remove_columns=found.column_names, desc=f"Reading {split}",
+            )
+        elif source_lang in found.column_names and target_lang in found.column_names:
+            found = found.select_columns([source_lang, target_lang]).rename_columns(
+                {source_lang: "source", target_lang: "target"})
+        else:
+            raise DataError(f"The {split} split of {name!r} has neither a 'translation' column nor columns named "
+                            f"{source_lang!r} and {target_lang!r}; its columns are {found.column_names}.")
+        splits[split] = found
+    if "train" not in splits:
+        raise DataError(f"The dataset {name!r} has no train split (it has {list(raw)}).")
+    return splits
+
+
+def demo_splits(train_size: int, seed: int, source_lang: str = "en", target_lang: str = "de"):
+    """The generated number-words corpus, English -> German by default (see training.numbers)."""
+    from datasets import Dataset
+
+    from .numbers import number_translation_splits
+
+    raw = number_translation_splits(train_size=train_size, seed=seed, source_lang=source_lang, target_lang=target_lang)
+    return {split: Dataset.from_dict(columns) for split, columns in raw.items()}
+
+
+def tokenize_splits(splits, tokenizer, max_source_length: int, max_target_length: int):
+    """Tokenize every split: input_ids/attention_mask from `source`, labels from `target` (truncated, with </s>).
+
+    Training pairs with an empty side are dropped; the training split keeps `source_length` and `target_length`
+    (tokens) for batching by length. The validation and test splits are sorted by source length,
+    longest first, so that generation pads little. Returns ({split: tokenized dataset}, {split: texts}), where the
+    texts of an evaluation split are its raw `source` and `target` strings (the BLEU references) in the sorted
+    order, and `index`, each pair's line number in the original order.
+    """
+    def encode(batch):
+        encoded = tokenizer(batch["source"], max_length=max_source_length, truncation=True)
+        encoded["labels"] = tokenizer(text_target=batch["target"], max_length=max_target_length,
+                                      truncation=True)["input_ids"]
+        encoded["source_length"] = [len(ids) for ids in encoded["input_ids"]]
+        encoded["target_length"] = [len(ids) for ids in encoded["labels"]]
+        return encoded
+
+    tokenized, texts = {}, {}
+    for split, dataset in splits.items():
+        if split == "train":
+            before = len(dataset)
+            dataset = dataset.filter(lambda b: [bool(s.strip()) and bool(t.strip())
+                                                for s, t in zip(b["source"], b["target"])],
+                                     batched=True, desc="Dropping empty pairs")
+            if len(dataset) == 0:
+                raise DataError("Every training pair has an empty source or target sentence.")
+            if len(dataset) < before:
+                print(f"Dropped {before - len(dataset)} training pairs with an empty side.")
+        else:
+            dataset = dataset.add_column("index", list(range(len(dataset))))
+        dataset = dataset.map(encode, batched=True, desc=f"Tokenizing {split}")
+        if split == "train":  # the lengths stay for the token-budget sampler (the Trainer drops them from batches)
+            tokenized[split] = dataset.remove_columns(["source", "target"])
+        else:
+            longest_first = np.argsort(-np.asarray(dataset["source_length"]), kind="stable")
+            dataset = dataset.select(longest_first)
+            texts[split] = {column: list(dataset[column]) for column in ("source", "target", "index")}
+            tokenized[split] = dataset.select_columns(["input_ids", "attention_mask", "labels"])
+    return tokenized, texts

@@ -1,0 +1,96 @@
+"""Named starting points for `python -m training.train --preset NAME`: model size, token budget and schedule.
+
+Every value here is only a default: any flag on the command line (a model/data option or any Trainer flag such as
+`--max_steps`, `--warmup_steps`, `--learning_rate`, `--save_steps`) overrides it.
+
+The recipe shared by all presets is the paper's (section 5): Adam with beta = (0.9, 0.98) and epsilon = 1e-9, no
+weight decay, label smoothing 0.1, dropout 0.1 (0.3 for the big model on en-de), batches of about `max_tokens`
+source and target tokens, and the learning rate
+
+    lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)                                   (equation 3)
+
+which is Trainer's `inverse_sqrt` schedule with a peak learning rate of (d_model * warmup)^-0.5: during warmup
+HF's schedule is lr * step / warmup and after it lr * sqrt(warmup / step). `training.train` computes that peak
+from the final `d_model` and `--warmup_steps` unless `--learning_rate` is given. The paper warms up for 4000
+steps of 25k-token batches; the small presets train for far fewer steps and scale the warmup down with them.
+"""
+
+from dataclasses import dataclass, field
+
+# The paper's optimisation recipe, as Seq2SeqTrainingArguments defaults.
+PAPER_RECIPE = dict(
+    optim="adamw_torch",  # with weight_decay=0 AdamW is exactly Adam
+    adam_beta1=0.9,
+    adam_beta2=0.98,
+    adam_epsilon=1e-9,
+    weight_decay=0.0,
+    lr_scheduler_type="inverse_sqrt",
+    warmup_steps=4000,
+    label_smoothing_factor=0.1,
+    max_grad_norm=0.0,  # the paper does not clip gradients
+    predict_with_generate=True,  # evaluation decodes with the checkpoint's generation config and scores BLEU
+    save_strategy="steps",
+    logging_strategy="steps",
+)
+
+
+@dataclass(frozen=True)
+class Preset:
+    description: str
+    model: dict = field(default_factory=dict)  # VanillaTransformerConfig values
+    data: dict = field(default_factory=dict)  # DataArguments / ModelArguments defaults of training.train
+    training: dict = field(default_factory=dict)  # Seq2SeqTrainingArguments defaults (on top of PAPER_RECIPE)
+
+    def training_defaults(self) -> dict:
+        return {**PAPER_RECIPE, **self.training}
+
+
+PRESETS: dict[str, Preset] = {
+    "demo": Preset(
+        description="English -> German number words made with num2words; trains in a few minutes on 2 CPU cores.",
+        model=dict(d_model=128, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                   decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512, dropout=0.1,
+                   max_position_embeddings=128),
+        data=dict(vocab_size=1000, max_tokens=2048, max_source_length=64, max_target_length=64,
+                  num_sample_translations=6, bleu_tokenize="char"),  # German number words have no spaces
+        training=dict(max_steps=1500, warmup_steps=300, logging_steps=100, save_steps=500, save_total_limit=2,
+                      eval_strategy="no", per_device_eval_batch_size=100),
+    ),
+    "multi30k": Preset(
+        description="A small Transformer for Multi30k-sized data (29k sentence pairs).",
+        model=dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
+                   decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024, dropout=0.1),
+        data=dict(vocab_size=8000, max_tokens=2048, max_source_length=128, max_target_length=128,
+                  average_last_n_checkpoints=5),
+        training=dict(max_steps=20000, warmup_steps=1000, logging_steps=100, save_steps=500, save_total_limit=5,
+                      eval_strategy="no", per_device_eval_batch_size=64),
+    ),
+    # Table 3 of the paper, WMT14 en-de: 8 GPUs x ~3125 tokens = ~25k source + 25k target tokens per step. With
+    # fewer devices raise --gradient_accumulation_steps to keep the step size. The paper saved a checkpoint every
+    # 10 minutes and averaged the last 5 (base) or 20 (big); at its speed that is every ~1500 / ~600 steps.
+    "base": Preset(
+        description="The paper's base model (Table 3): 100k steps of ~25k-token batches on 8 GPUs.",
+        model=dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+                   decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, dropout=0.1),
+        data=dict(vocab_size=37000, max_tokens=3125, max_source_length=256, max_target_length=256,
+                  average_last_n_checkpoints=5),
+        training=dict(max_steps=100_000, warmup_steps=4000, logging_steps=100, save_steps=1500, save_total_limit=5,
+                      eval_strategy="no", per_device_eval_batch_size=32),
+    ),
+    "big": Preset(
+        description="The paper's big model (Table 3): 300k steps of ~25k-token batches on 8 GPUs, dropout 0.3.",
+        model=dict(d_model=1024, encoder_layers=6, decoder_layers=6, encoder_attention_heads=16,
+                   decoder_attention_heads=16, encoder_ffn_dim=4096, decoder_ffn_dim=4096, dropout=0.3),
+        data=dict(vocab_size=37000, max_tokens=3125, max_source_length=256, max_target_length=256,
+                  average_last_n_checkpoints=20),
+        training=dict(max_steps=300_000, warmup_steps=4000, logging_steps=100, save_steps=600, save_total_limit=20,
+                      eval_strategy="no", per_device_eval_batch_size=32),
+    ),
+}
+
+
+def paper_learning_rate(d_model: int, warmup_steps: int) -> float:
+    """Peak of equation 3, reached at step = warmup: (d_model * warmup)^-0.5."""
+    if d_model <= 0 or warmup_steps <= 0:
+        raise ValueError(f"The paper's schedule needs d_model > 0 and warmup_steps > 0, got {d_model} and {warmup_steps}.")
+    return (d_model * warmup_steps) ** -0.5

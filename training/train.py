@@ -1,0 +1,469 @@
+"""Train a translation Transformer with the recipe of "Attention Is All You Need" on Seq2SeqTrainer.
+
+    python -m training.train                        # demo: English -> German number words, offline, minutes on a CPU
+    python -m training.train --preset multi30k --train_source train.en --train_target train.de \\
+        --validation_source val.en --validation_target val.de --test_source test.en --test_target test.de
+    python -m training.train --preset base --dataset_name wmt14 --dataset_config_name de-en \\
+        --source_lang en --target_lang de                       # under accelerate launch / torchrun
+
+Arguments come in three groups parsed by HfArgumentParser: data (`DataArguments`), model (`ModelArguments`) and
+every Seq2SeqTrainingArguments flag plus `--max_tokens`, `--max_train_minutes`, `--average_last_n_checkpoints`
+(`TranslationTrainingArguments`). `--preset` (see training/presets.py) sets the defaults; any flag overrides them.
+Without `--learning_rate`, the peak learning rate is the paper's (d_model * warmup_steps)^-0.5.
+
+The output folder is a Hub-ready checkpoint: model, tokenizer, generation config and README.md model card (with the
+test-set BLEU), plus the Trainer's checkpoints and `trainer_state.json`.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+
+# OpenMP threads that spin while waiting for work make a CPU run several times slower as soon as another process
+# shares the cores (measured: 15x on 2 busy cores). Passive waiting costs little when the cores are free. Set
+# before torch is imported; an explicit OMP_WAIT_POLICY wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from .data import SPLITS, DataError, demo_splits, language_from_extension, load_hub_dataset, load_text_files, tokenize_splits
+from .presets import PRESETS, paper_learning_rate
+from .trainer import TranslationTrainingArguments
+
+USAGE = "python -m training.train [--preset {%s}] [data, model and Trainer options; --help lists them all]" % (
+    "|".join(PRESETS))
+
+
+@dataclass
+class DataArguments:
+    preset: str = field(default="demo", metadata={
+        "help": "Sets the defaults of every other option ('--preset NAME --help' shows them). "
+                + " ".join(f"{k}: {p.description}" for k, p in PRESETS.items())})
+    dataset_name: str | None = field(default=None, metadata={
+        "help": "A Hugging Face dataset (name or local folder) with a 'translation' column, as in transformers' "
+                "translation example."})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Its configuration, e.g. 'de-en'."})
+    source_lang: str | None = field(default=None, metadata={
+        "help": "Source language code (e.g. 'en'). With text files, defaults to the source file's extension."})
+    target_lang: str | None = field(default=None, metadata={"help": "Target language code (e.g. 'de')."})
+    train_source: str | None = field(default=None, metadata={"help": "Training source sentences, one per line."})
+    train_target: str | None = field(default=None, metadata={"help": "Their translations, line by line."})
+    validation_source: str | None = field(default=None, metadata={"help": "Validation source sentences."})
+    validation_target: str | None = field(default=None, metadata={"help": "Validation references."})
+    test_source: str | None = field(default=None, metadata={"help": "Test source sentences (BLEU for the card)."})
+    test_target: str | None = field(default=None, metadata={"help": "Test references."})
+    max_source_length: int = field(default=256, metadata={"help": "Truncate source sentences to this many tokens."})
+    max_target_length: int = field(default=256, metadata={"help": "Truncate target sentences to this many tokens."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training pairs."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation pairs."})
+    max_test_samples: int | None = field(default=None, metadata={"help": "Use only the first N test pairs."})
+    tokenizer_name: str | None = field(default=None, metadata={
+        "help": "A tokenizer to use (folder or Hub id). Default: train a shared BPE vocabulary on the training data."})
+    vocab_size: int = field(default=8000, metadata={"help": "Size of the BPE vocabulary trained on the data."})
+    dataset_card_name: str | None = field(default=None, metadata={
+        "help": "Name of the data set in the model card. Default: --dataset_name, the folder of the text files, or "
+                "the demo corpus's description."})
+    demo_train_size: int = field(default=50_000, metadata={"help": "Training pairs of the generated demo corpus."})
+    bleu_tokenize: str = field(default="13a", metadata={
+        "help": "sacreBLEU tokenization: 13a (the standard), intl, char (for text without spaces, e.g. the demo's "
+                "German number words), zh, ja-mecab, ..."})
+    num_sample_translations: int = field(default=0, metadata={
+        "help": "At the end, print this many test translations made by pipeline('translation', model=output_dir)."})
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str | None = field(default=None, metadata={
+        "help": "Start from this checkpoint (folder or Hub id) instead of a new model."})
+    d_model: int | None = field(default=None, metadata={"help": "Model width (preset value if unset)."})
+    encoder_layers: int | None = field(default=None, metadata={"help": "Encoder layers."})
+    decoder_layers: int | None = field(default=None, metadata={"help": "Decoder layers."})
+    attention_heads: int | None = field(default=None, metadata={"help": "Attention heads of encoder and decoder."})
+    ffn_dim: int | None = field(default=None, metadata={"help": "Inner size d_ff of the feed-forward networks."})
+    dropout: float | None = field(default=None, metadata={"help": "Residual and embedding dropout P_drop."})
+    attention_dropout: float | None = field(default=None, metadata={"help": "Dropout on attention weights."})
+    activation_dropout: float | None = field(default=None, metadata={"help": "Dropout inside the feed-forward net."})
+    config_overrides: str | None = field(default=None, metadata={
+        "help": "Any other VanillaTransformerConfig values, e.g. 'normalize_before=true,position_embedding_type=learned'."})
+
+    def config_values(self) -> dict:
+        values = {name: getattr(self, name) for name in
+                  ("d_model", "encoder_layers", "decoder_layers", "dropout", "attention_dropout", "activation_dropout")
+                  if getattr(self, name) is not None}
+        if self.attention_heads is not None:
+            values.update(encoder_attention_heads=self.attention_heads, decoder_attention_heads=self.attention_heads)
+        if self.ffn_dim is not None:
+            values.update(encoder_ffn_dim=self.ffn_dim, decoder_ffn_dim=self.ffn_dim)
+        for item in filter(None, (self.config_overrides or "").split(",")):
+            key, sep, raw = item.partition("=")
+            if not sep:
+                raise ValueError(f"--config_overrides expects key=value pairs separated by commas, got {item!r}.")
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError:
+                value = raw
+            values[key.strip()] = value
+        return values
+
+
+class UsageError(Exception):
+    """A problem with the command line or the data, reported without a traceback."""
+
+
+def _explicit_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
+    """Names of the options given on the command line (as opposed to taken from a default or preset)."""
+    unset = object()
+    namespace = argparse.Namespace(**{action.dest: unset for action in parser._actions})
+    parser.parse_known_args(argv, namespace=namespace)  # argparse leaves attributes it finds in the namespace alone
+    return {name for name, value in vars(namespace).items() if value is not unset}
+
+
+def parse_arguments(argv: list[str] | None = None):
+    """-> (data_args, model_args, training_args, explicit option names). Preset values become the defaults."""
+    from transformers import HfArgumentParser
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    preset_parser = argparse.ArgumentParser(add_help=False)
+    preset_parser.add_argument("--preset", default="demo")
+    preset_name = preset_parser.parse_known_args(argv)[0].preset
+    parser = HfArgumentParser((DataArguments, ModelArguments, TranslationTrainingArguments), usage=USAGE)
+    if preset_name not in PRESETS:
+        parser.error(f"unknown --preset {preset_name!r}; choose one of {', '.join(PRESETS)}")
+    preset = PRESETS[preset_name]
+    defaults = {**preset.training_defaults(), **preset.data, "output_dir": os.path.join("outputs", preset_name)}
+    try:
+        import tensorboard  # noqa: F401
+
+        defaults["report_to"] = "tensorboard"
+    except ImportError:
+        defaults["report_to"] = "none"
+    import torch
+
+    defaults["dataloader_pin_memory"] = torch.cuda.is_available()
+    defaults["ddp_find_unused_parameters"] = False  # every parameter takes part in every step
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
+        # torchrun on a machine without GPUs: accelerate runs several CPU processes (gloo) only with use_cpu
+        defaults["use_cpu"] = True
+    parser.set_defaults(**defaults)
+    explicit = _explicit_options(parser, argv)
+    try:
+        data_args, model_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    except ValueError as error:  # the dataclasses' own checks (__post_init__)
+        parser.error(str(error))
+    return data_args, model_args, training_args, explicit
+
+
+def _log(training_args, message: str) -> None:
+    if training_args.process_index == 0:
+        print(message, flush=True)
+
+
+def load_splits(data_args, training_args):
+    """-> ({split: Dataset(source, target)}, source_lang, target_lang, description for the card)."""
+    files = {split: (getattr(data_args, f"{split}_source"), getattr(data_args, f"{split}_target")) for split in SPLITS}
+    any_files = any(path is not None for pair in files.values() for path in pair)
+    if data_args.dataset_name and any_files:
+        raise UsageError("Give either --dataset_name or text files (--train_source ...), not both.")
+    if data_args.dataset_name:
+        if not (data_args.source_lang and data_args.target_lang):
+            raise UsageError("--dataset_name needs --source_lang and --target_lang (e.g. --source_lang en "
+                             "--target_lang de).")
+        splits = load_hub_dataset(data_args.dataset_name, data_args.dataset_config_name, data_args.source_lang,
+                                  data_args.target_lang)
+        name = data_args.dataset_name  # a Hub id names the data set in the card's metadata; a folder its basename
+        if os.path.isdir(name):
+            name = os.path.basename(os.path.abspath(name))
+        return splits, data_args.source_lang, data_args.target_lang, name
+    if any_files:
+        if files["train"] == (None, None):
+            raise UsageError("Text files need a training pair: --train_source and --train_target.")
+        splits = load_text_files(files)
+        source_lang = data_args.source_lang or language_from_extension(data_args.train_source)
+        target_lang = data_args.target_lang or language_from_extension(data_args.train_target)
+        folder = os.path.basename(os.path.dirname(os.path.abspath(data_args.train_source)))
+        return splits, source_lang, target_lang, folder or os.path.basename(data_args.train_source)
+    if data_args.preset != "demo":
+        raise UsageError(f"--preset {data_args.preset} needs data: text files (--train_source/--train_target, "
+                         "...) or --dataset_name. Only the demo preset generates its own corpus.")
+    source_lang, target_lang = data_args.source_lang or "en", data_args.target_lang or "de"
+    from num2words import CONVERTER_CLASSES
+
+    unknown = [lang for lang in (source_lang, target_lang) if lang not in CONVERTER_CLASSES]
+    if unknown:
+        raise UsageError(f"num2words has no language {', '.join(unknown)} to generate the demo corpus.")
+    splits = demo_splits(data_args.demo_train_size, training_args.seed, source_lang, target_lang)
+    return splits, source_lang, target_lang, "number words generated with num2words"
+
+
+def resolve_resume_checkpoint(training_args) -> str | None:
+    """`--resume_from_checkpoint PATH`, or `true`/`last` for the latest checkpoint of --output_dir."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    value = training_args.resume_from_checkpoint
+    if value is None or str(value).lower() in ("", "false", "none"):
+        return None
+    if str(value).lower() in ("true", "last"):
+        last = get_last_checkpoint(training_args.output_dir) if os.path.isdir(training_args.output_dir) else None
+        if last is None:
+            raise UsageError(f"--resume_from_checkpoint {value}: {training_args.output_dir} holds no checkpoint-STEP "
+                             "folder to resume from.")
+        return last
+    if not os.path.isdir(value):
+        raise UsageError(f"--resume_from_checkpoint {value}: no such checkpoint folder.")
+    return value
+
+
+def prepare_output_dir(training_args, resume: str | None) -> None:
+    """Refuse to mix a new run with the checkpoints of an old one (they would be resumed or averaged by mistake)."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    output_dir = training_args.output_dir
+    if resume is not None or not os.path.isdir(output_dir) or get_last_checkpoint(output_dir) is None:
+        return
+    if not training_args.overwrite_output_dir:
+        raise UsageError(f"{output_dir} already holds checkpoints of an earlier run. Continue it with "
+                         "--resume_from_checkpoint true, start over with --overwrite_output_dir (deletes them), or "
+                         "choose another --output_dir.")
+    if training_args.process_index == 0:
+        for name in os.listdir(output_dir):
+            if name.startswith("checkpoint-"):
+                shutil.rmtree(os.path.join(output_dir, name))
+
+
+def build_tokenizer(data_args, model_args, training_args, splits, resume: str | None):
+    """The tokenizer of --tokenizer_name, --model_name_or_path or the resumed checkpoint; otherwise a shared BPE
+    vocabulary trained on both sides of the training data (by the main process; the others load its copy)."""
+    from transformers import AutoTokenizer
+
+    from .tokenizer import train_tokenizer
+
+    source = data_args.tokenizer_name or resume or model_args.model_name_or_path
+    if source is not None:
+        return AutoTokenizer.from_pretrained(source)
+    with training_args.main_process_first(desc="training the BPE tokenizer"):
+        if training_args.local_process_index == 0:
+            train = splits["train"]
+
+            def texts():
+                for start in range(0, len(train), 10_000):
+                    batch = train[start:start + 10_000]
+                    yield from batch["source"]
+                    yield from batch["target"]
+
+            tokenizer = train_tokenizer(texts(), vocab_size=data_args.vocab_size,
+                                        model_max_length=max(data_args.max_source_length, data_args.max_target_length))
+            tokenizer.save_pretrained(training_args.output_dir)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(training_args.output_dir)
+    return tokenizer
+
+
+def build_model(model_args, preset, tokenizer, resume: str | None):
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+    from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+
+    try:
+        overrides = model_args.config_values()
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if model_args.model_name_or_path is not None:
+        if overrides:
+            raise UsageError(f"--model_name_or_path loads a finished architecture; drop {', '.join(overrides)}.")
+        return AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path)
+    if resume is not None:  # the Trainer loads the weights; the architecture is the checkpoint's
+        return VanillaTransformerForConditionalGeneration(AutoConfig.from_pretrained(resume))
+    special = dict(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                   eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id)
+    missing = [name for name, value in special.items() if value is None]
+    if missing:
+        raise UsageError(f"The tokenizer defines no {', '.join(missing)}; a translation model needs padding, "
+                         "start and end-of-sentence tokens.")
+    try:
+        config = VanillaTransformerConfig(**{**preset.model, **overrides, "vocab_size": len(tokenizer), **special})
+    except (TypeError, ValueError) as error:
+        raise UsageError(str(error)) from None
+    return VanillaTransformerForConditionalGeneration(config)
+
+
+def _first(dataset, n: int | None):
+    return dataset if n is None or n >= len(dataset) else dataset.select(range(n))
+
+
+def sample_translations(output_dir: str, sources: list[str], references: list[str], source_lang, target_lang) -> None:
+    """Load the saved folder the way a user would and translate a few test sentences with it."""
+    from transformers import pipeline
+
+    import vanilla_transformer  # noqa: F401  (registers the model and its translation pipeline)
+
+    translator = pipeline("translation", model=output_dir)
+    outputs = translator(sources)
+    print(f"\nTranslations by pipeline('translation', model={output_dir!r}) ({source_lang} -> {target_lang}):")
+    for source, output, reference in zip(sources, outputs, references):
+        hypothesis = output["translation_text"]
+        mark = "=" if hypothesis.strip() == reference.strip() else "≠"
+        print(f"  {source}\n    -> {hypothesis}   [{mark} {reference}]")
+
+
+def run(data_args, model_args, training_args, explicit: set[str], callbacks=None) -> dict:
+    from transformers import DataCollatorForSeq2Seq, set_seed
+
+    from .trainer import TranslationTrainer, bleu_metric, translation_scores, decode_predictions
+
+    started = time.monotonic()
+    preset = PRESETS[data_args.preset]
+    import sacrebleu
+
+    try:
+        sacrebleu.BLEU(tokenize=data_args.bleu_tokenize)
+    except Exception as error:  # sacrebleu raises a bare error for an unknown or uninstalled tokenizer
+        raise UsageError(f"--bleu_tokenize {data_args.bleu_tokenize}: {error}") from None
+    set_seed(training_args.seed)
+    resume = resolve_resume_checkpoint(training_args)
+    prepare_output_dir(training_args, resume)
+    os.makedirs(training_args.output_dir, exist_ok=True)
+
+    splits, source_lang, target_lang, dataset_name = load_splits(data_args, training_args)
+    limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
+              "test": data_args.max_test_samples}
+    splits = {split: _first(dataset, limits[split]) for split, dataset in splits.items()}
+    _log(training_args, "Data: " + ", ".join(f"{split} {len(d):,} pairs" for split, d in splits.items())
+         + f" ({source_lang or '?'} -> {target_lang or '?'})")
+
+    tokenizer = build_tokenizer(data_args, model_args, training_args, splits, resume)
+    model = build_model(model_args, preset, tokenizer, resume)
+    if len(tokenizer) > model.config.vocab_size:
+        raise UsageError(f"The tokenizer has {len(tokenizer)} tokens but the model only {model.config.vocab_size}.")
+    if "learning_rate" not in explicit:
+        if not training_args.warmup_steps or training_args.warmup_steps < 1:
+            raise UsageError("The paper's learning rate (d_model * warmup_steps)^-0.5 needs --warmup_steps >= 1; "
+                             "give --learning_rate to choose one yourself.")
+        training_args.learning_rate = paper_learning_rate(model.config.d_model, int(training_args.warmup_steps))
+    _log(training_args, f"Model: {model.num_parameters():,} parameters, d_model {model.config.d_model}, "
+         f"{model.config.encoder_layers}+{model.config.decoder_layers} layers, vocabulary {len(tokenizer):,}; "
+         f"peak learning rate {training_args.learning_rate:.3g} after {training_args.warmup_steps} warmup steps")
+
+    tokenized, texts = tokenize_splits(splits, tokenizer, data_args.max_source_length, data_args.max_target_length)
+    eval_dataset = tokenized.get("validation")
+    if training_args.eval_strategy != "no" and eval_dataset is None:
+        raise UsageError(f"--eval_strategy {training_args.eval_strategy} needs a validation split "
+                         "(--validation_source/--validation_target, or a dataset with one).")
+
+    compute_metrics = None
+    if eval_dataset is not None:
+        compute_metrics = bleu_metric(tokenizer, texts["validation"]["target"], data_args.bleu_tokenize)
+    card_info = dict(source_lang=source_lang, target_lang=target_lang,
+                     dataset_name=data_args.dataset_card_name or dataset_name)
+    trainer = TranslationTrainer(
+        model=model,
+        args=training_args,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
+        train_dataset=tokenized["train"],
+        eval_dataset=eval_dataset,
+        processing_class=tokenizer,
+        compute_metrics=compute_metrics,
+        callbacks=callbacks,
+        card_info=card_info,
+    )
+    train_result = trainer.train(resume_from_checkpoint=resume)
+    print(f"Finished training on rank {training_args.process_index} of {training_args.world_size} "
+          f"(step {trainer.state.global_step})", flush=True)
+    metrics = {f"train_{k}" if not k.startswith("train_") else k: v for k, v in train_result.metrics.items()}
+
+    averaged = 0
+    if training_args.average_last_n_checkpoints > 1:
+        from .average_checkpoints import average_state_dicts, last_checkpoints
+
+        trainer.accelerator.wait_for_everyone()
+        checkpoints = last_checkpoints(training_args.output_dir, training_args.average_last_n_checkpoints)
+        trainer.model.load_state_dict(average_state_dicts(checkpoints))
+        averaged = len(checkpoints)
+        _log(training_args, f"Averaged the weights of {', '.join(os.path.basename(c) for c in checkpoints)}")
+
+    evaluated_split = "test" if "test" in tokenized else "validation" if "validation" in tokenized else None
+    if evaluated_split is not None:
+        trainer.compute_metrics = None  # scored below against this split's references
+        output = trainer.predict(tokenized[evaluated_split], metric_key_prefix=evaluated_split)
+        predictions = decode_predictions(tokenizer, output.predictions, len(tokenized[evaluated_split]))
+        scores = translation_scores(predictions, texts[evaluated_split]["target"], data_args.bleu_tokenize)
+        if trainer.is_world_process_zero():  # in the order of the input, one line per sentence
+            in_order = [""] * len(predictions)
+            for index, prediction in zip(texts[evaluated_split]["index"], predictions):
+                in_order[index] = prediction.replace("\n", " ")
+            with open(os.path.join(training_args.output_dir, f"{evaluated_split}_predictions.txt"), "w",
+                      encoding="utf-8") as f:
+                f.write("\n".join(in_order) + "\n")
+        metrics.update({f"{evaluated_split}_{k}": v for k, v in scores.items()})
+        card_info["metrics"] = {**scores, "split": evaluated_split}
+        _log(training_args, f"{evaluated_split.capitalize()} set ({len(predictions)} sentences): BLEU "
+             f"{scores['bleu']:.2f}, chrF {scores['chrf']:.2f}, exact match {100 * scores['exact_match']:.1f}%")
+
+    lr = training_args.learning_rate
+    card_info["training_summary"] = {
+        "recipe": "Vaswani et al. (2017), section 5",
+        "preset": data_args.preset,
+        "data": (f"{data_args.dataset_name} {data_args.dataset_config_name or ''} (Hugging Face datasets)"
+                 if data_args.dataset_name else
+                 f"text files {os.path.basename(data_args.train_source)} / {os.path.basename(data_args.train_target)}"
+                 if data_args.train_source else
+                 f"number words generated with num2words, {source_lang} -> {target_lang}"),
+        "training pairs": len(tokenized["train"]),
+        "optimizer steps": trainer.state.global_step,
+        "batch": (f"~{training_args.max_tokens} tokens per device (sentences of similar length)"
+                  if training_args.max_tokens else f"{training_args.per_device_train_batch_size} sentences per device"),
+        "devices": training_args.world_size,
+        "gradient accumulation": training_args.gradient_accumulation_steps,
+        "optimizer": f"Adam(beta1={training_args.adam_beta1}, beta2={training_args.adam_beta2}, "
+                     f"eps={training_args.adam_epsilon}), weight decay {training_args.weight_decay}",
+        "learning rate": f"{training_args.lr_scheduler_type.value if hasattr(training_args.lr_scheduler_type, 'value') else training_args.lr_scheduler_type}, "
+                         f"peak {lr:.3g} after {training_args.warmup_steps} warmup steps",
+        "label smoothing": training_args.label_smoothing_factor,
+        "BLEU": f"sacreBLEU corpus BLEU, {data_args.bleu_tokenize} tokenization, beam search as in "
+                "generation_config.json",
+        "dropout": model.config.dropout,
+        "checkpoint averaging": f"last {averaged} checkpoints" if averaged else "none",
+        "training time": f"{metrics.get('train_runtime', 0) / 60:.1f} min",
+    }
+    trainer.card_info = card_info
+    trainer.save_model()  # model + tokenizer; pushes (with the card) when --push_to_hub
+    if trainer.is_world_process_zero():
+        trainer.save_state()
+        trainer.save_metrics("all", metrics, combined=False)
+        if not training_args.push_to_hub:
+            trainer.create_model_card()
+    metrics["total_seconds"] = round(time.monotonic() - started, 1)
+
+    if data_args.num_sample_translations and evaluated_split is not None and trainer.is_world_process_zero():
+        sources, targets = texts[evaluated_split]["source"], texts[evaluated_split]["target"]
+        step = max(len(sources) // data_args.num_sample_translations, 1)
+        picks = list(range(0, len(sources), step))[: data_args.num_sample_translations]
+        sample_translations(training_args.output_dir, [sources[i] for i in picks], [targets[i] for i in picks],
+                            source_lang, target_lang)
+    _log(training_args, f"\nSaved the model, tokenizer and model card to {training_args.output_dir} "
+         f"({metrics['total_seconds'] / 60:.1f} min in all)")
+    return metrics
+
+
+def check_requirements() -> None:
+    import importlib.util
+
+    missing = [name for name in ("accelerate", "datasets", "sacrebleu", "num2words")
+               if importlib.util.find_spec(name) is None]
+    if missing:
+        sys.exit(f"error: training needs {', '.join(missing)}: pip install \"vanilla-transformer[train]\"")
+
+
+def main(argv: list[str] | None = None, callbacks=None) -> dict:
+    """Command-line entry point; `callbacks` (TrainerCallback instances) are for programmatic use."""
+    check_requirements()
+    data_args, model_args, training_args, explicit = parse_arguments(argv)
+    try:
+        return run(data_args, model_args, training_args, explicit, callbacks=callbacks)
+    except (UsageError, DataError) as error:
+        sys.exit(f"error: {error}")
+
+
+if __name__ == "__main__":
+    main()

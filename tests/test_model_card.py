@@ -82,7 +82,17 @@ def test_card_rejects_bad_arguments_with_clear_messages(model):
         ({"metrics": [20.0]}, TypeError, "metrics must be a dict"),
         ({"training_summary": 12}, TypeError, "training_summary must be a dict or a string"),
         ({"license": ""}, ValueError, "license"),
+        ({"examples": "one sentence"}, ValueError, "examples must be a non-empty list"),
+        ({"examples": ["fine", ""]}, ValueError, "examples must be a non-empty list"),
     ]
     for kwargs, error, message in cases:
         with pytest.raises(error, match=message):
             render_model_card(model, **kwargs)
+
+
+def test_usage_snippet_shows_the_given_example_sentences(model):
+    examples = ["two hundred and five", "ninety-nine thousand"]
+    card = render_model_card(model, source_lang="en", target_lang="de", examples=examples)
+    assert 'translator("two hundred and five")' in card.text
+    assert '["two hundred and five", "ninety-nine thousand"]' in card.text
+    assert "orange hat" not in card.text

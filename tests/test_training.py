@@ -267,6 +267,7 @@ def test_demo_run_saves_a_checkpoint_whose_generations_score_the_reported_bleu(t
     assert scores["bleu"] == metrics["test_bleu"] and scores["exact_match"] == metrics["test_exact_match"]
     assert {result.dataset_split for result in card.data.eval_results} == {"test"}
     assert card.data.language == ["en", "de"]
+    assert f'translator("{sources[0]}")' in card.text  # the usage snippet translates a test sentence
 
 
 class Interrupt(Exception):

@@ -307,6 +307,18 @@ def sample_translations(output_dir: str, sources: list[str], references: list[st
         print(f"  {source}\n    -> {hypothesis}   [{mark} {reference}]")
 
 
+def example_sentences(texts: dict, count: int = 2) -> list[str] | None:
+    """The first `count` non-empty source sentences of the test (else validation) split, in file order: the model
+    card's usage snippet shows text from the model's own domain."""
+    for split in ("test", "validation"):
+        if split in texts:
+            in_file_order = sorted(zip(texts[split]["index"], texts[split]["source"]))
+            picked = [source.strip() for _, source in in_file_order if source.strip()][:count]
+            if picked:
+                return picked
+    return None
+
+
 def run(data_args, model_args, training_args, explicit: set[str], callbacks=None) -> dict:
     from transformers import DataCollatorForSeq2Seq, set_seed
 
@@ -355,7 +367,7 @@ def run(data_args, model_args, training_args, explicit: set[str], callbacks=None
     if eval_dataset is not None:
         compute_metrics = bleu_metric(tokenizer, texts["validation"]["target"], data_args.bleu_tokenize)
     card_info = dict(source_lang=source_lang, target_lang=target_lang,
-                     dataset_name=data_args.dataset_card_name or dataset_name)
+                     dataset_name=data_args.dataset_card_name or dataset_name, examples=example_sentences(texts))
     trainer = TranslationTrainer(
         model=model,
         args=training_args,

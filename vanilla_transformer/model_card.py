@@ -148,6 +148,7 @@ def render_model_card(
     base_model: str | None = None,
     license: str = "apache-2.0",
     model_id: str | None = None,
+    examples: list[str] | None = None,
 ) -> ModelCard:
     """The model card (README.md) of a checkpoint of `model`, a `VanillaTransformerForConditionalGeneration`.
 
@@ -161,6 +162,8 @@ def render_model_card(
         license: a Hub license id.
         model_id: the repository id (or a path) shown in the title and the usage snippet; defaults to the model's
             `name_or_path`, else "vanilla-transformer-{src}-{tgt}".
+        examples: source sentences for the usage snippet (ideally from the model's own domain); defaults to
+            image-caption sentences in the source language.
 
     Save it with `card.save(os.path.join(out_dir, "README.md"))`; `card.data` is the validated metadata.
     """
@@ -169,6 +172,12 @@ def render_model_card(
     if not isinstance(license, str) or not license:
         raise ValueError(f"license must be a Hub license id such as 'apache-2.0', got {license!r}.")
     scores, split = _split_metrics(metrics)
+    if examples is None:
+        examples = EXAMPLES.get(source_lang, EXAMPLES["en"])
+    if (isinstance(examples, str) or not isinstance(examples, (list, tuple)) or not examples
+            or not all(isinstance(e, str) and e.strip() for e in examples)):
+        raise ValueError(f"examples must be a non-empty list of non-empty sentences, got {examples!r:.100}.")
+    examples = [e.strip() for e in examples[:2]]
     direction_codes = "-".join(code for code in (source_lang, target_lang) if code)
     if model_id is None:  # the Hub id the model was loaded from, else a name from the direction
         loaded_from = str(getattr(model, "name_or_path", "") or "")
@@ -228,8 +237,8 @@ def render_model_card(
         evaluation=_evaluation_text(scores, split, dataset_name),
         model_id=str(model_id),
         # as Python literals for the usage snippet (JSON strings are valid Python; non-ASCII letters kept readable)
-        example=json.dumps(EXAMPLES.get(source_lang, EXAMPLES["en"])[0], ensure_ascii=False),
-        examples=json.dumps(EXAMPLES.get(source_lang, EXAMPLES["en"]), ensure_ascii=False),
+        example=json.dumps(examples[0], ensure_ascii=False),
+        examples=json.dumps(examples, ensure_ascii=False),
         max_input_length=model.config.max_position_embeddings,
         base_model=base_model,
         **_architecture(model),

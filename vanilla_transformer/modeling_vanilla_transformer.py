@@ -137,21 +137,34 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.pad_token_id = config.pad_token_id if config.skip_padding_positions else None
         self._table: torch.Tensor | None = None
 
-    def forward(self, past_length: int, length: int, like: torch.Tensor,
-                input_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, past_length: int | torch.Tensor, length: int, like: torch.Tensor,
+                input_ids: torch.Tensor | None = None, capacity: int | None = None) -> torch.Tensor:
         """Encodings of positions past_length .. past_length + length - 1: (T, D) in `like`'s dtype and device
-        ((B, T, D) when `skip_padding_positions` numbers the tokens of `input_ids`)."""
+        ((B, T, D) when `skip_padding_positions` numbers the tokens of `input_ids`).
+
+        `past_length` is a 0-d tensor when a static cache is decoded under `torch.compile`: the position is then data,
+        and `capacity` (the cache's length) says how many positions the table must hold.
+        """
+        if isinstance(past_length, torch.Tensor):
+            table = self._table_for(self.offset + max(capacity or 0, self.initial_length), like)
+            start = self.offset + past_length
+            if self.pad_token_id is not None and input_ids is not None:
+                return positions_skipping_padding(table, input_ids, self.pad_token_id, start)
+            return table[start + torch.arange(length, device=like.device)]
         end = self.offset + past_length + length
-        table = self._table
-        if table is None or table.shape[0] < end or table.device != like.device or table.dtype != like.dtype:
-            size = max(end, self.offset + self.initial_length, 2 * (table.shape[0] if table is not None else 0))
-            positions = torch.arange(size)
-            table = sinusoidal_position_encoding(positions, self.d_model, self.layout, self.frequencies)
-            table = table.to(device=like.device, dtype=like.dtype)
-            self._table = table
+        table = self._table_for(end, like)
         if self.pad_token_id is not None and input_ids is not None:
             return positions_skipping_padding(table, input_ids, self.pad_token_id, self.offset + past_length)
         return table[self.offset + past_length : end]
+
+    def _table_for(self, end: int, like: torch.Tensor) -> torch.Tensor:
+        """The table of at least `end` rows, in `like`'s dtype and device (grown by doubling, kept between calls)."""
+        table = self._table
+        if table is None or table.shape[0] < end or table.device != like.device or table.dtype != like.dtype:
+            size = max(end, self.offset + self.initial_length, 2 * (table.shape[0] if table is not None else 0))
+            table = sinusoidal_position_encoding(torch.arange(size), self.d_model, self.layout, self.frequencies)
+            self._table = table = table.to(device=like.device, dtype=like.dtype)
+        return table
 
 
 class LearnedPositionalEmbedding(nn.Embedding):
@@ -162,8 +175,16 @@ class LearnedPositionalEmbedding(nn.Embedding):
         self.offset = config.position_offset
         self.pad_token_id = config.pad_token_id if config.skip_padding_positions else None
 
-    def forward(self, past_length: int, length: int, like: torch.Tensor,
-                input_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, past_length: int | torch.Tensor, length: int, like: torch.Tensor,
+                input_ids: torch.Tensor | None = None, capacity: int | None = None) -> torch.Tensor:
+        if isinstance(past_length, torch.Tensor):  # a static cache under torch.compile, see the sinusoids
+            if capacity is not None and capacity > self.num_embeddings - self.offset:
+                raise ValueError(f"The cache holds {capacity} positions, but this model has only "
+                                 f"{self.num_embeddings - self.offset} learned positions (max_position_embeddings).")
+            start = self.offset + past_length
+            if self.pad_token_id is not None and input_ids is not None:
+                return positions_skipping_padding(self.weight, input_ids, self.pad_token_id, start)
+            return self.weight[start + torch.arange(length, device=like.device)]
         end = self.offset + past_length + length
         if end > self.num_embeddings:
             raise ValueError(
@@ -534,18 +555,29 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
         elif past_key_values is not None and not isinstance(past_key_values, EncoderDecoderCache):
             raise TypeError(f"past_key_values must be an EncoderDecoderCache, got {type(past_key_values).__name__}.")
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        capacity = None
+        if isinstance(past_length, torch.Tensor):  # a static cache counts its positions in a tensor
+            if not is_torchdynamo_compiling():
+                past_length = int(past_length)
+            else:  # compiled: the count stays data; generate passes a ready (B, 1, T, cache length) mask
+                capacity = past_key_values.self_attention_cache.get_max_length()
+                if attention_mask is None or attention_mask.dim() != 4:
+                    raise ValueError("Decoding a static cache under torch.compile needs the (batch, 1, query, key) "
+                                     "decoder_attention_mask that generate() makes for it.")
 
         # Self-attention mask: causal, plus padding if a decoder mask is given. Without padding, attention uses the
-        # causal flag of the kernel (no mask at all); one new position at a time needs no mask either.
+        # causal flag of the kernel (no mask at all); one new position at a time needs no mask either. A ready 4D
+        # mask (generate's, with a static cache) is used as it is.
         self_attn_mask = padding_mask(attention_mask, (batch, past_length + length), "decoder_attention_mask")
-        if self_attn_mask is not None and self_attn_mask.shape[-2] == 1:
+        if attention_mask is not None and attention_mask.dim() == 2 and self_attn_mask is not None:
             self_attn_mask = causal_mask(length, past_length + length, inputs_embeds.device) & self_attn_mask
             self_attn_mask = self_attn_mask | ~self_attn_mask.any(dim=-1, keepdim=True)
         elif self_attn_mask is None and past_length > 0 and length > 1:
             self_attn_mask = causal_mask(length, past_length + length, inputs_embeds.device)
         encoder_attn_mask = padding_mask(encoder_attention_mask, encoder_hidden_states.shape[:2], "attention_mask")
 
-        hidden_states = inputs_embeds + self.embed_positions(past_length, length, inputs_embeds, input_ids)
+        positions = self.embed_positions(past_length, length, inputs_embeds, input_ids, capacity=capacity)
+        hidden_states = inputs_embeds + positions
         hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
 
         all_hidden_states, all_self_attns, all_cross_attns = (), (), ()
@@ -727,6 +759,19 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             new[:, :keep] = old[:, :keep]
             self.final_logits_bias = new
         return embeddings
+
+    def _reorder_cache(self, past_key_values: Cache, beam_idx: torch.LongTensor) -> Cache:
+        """Beam search keeps the best beams after each step, and the decoder's own keys and values follow them.
+
+        The cross-attention keys and values are not moved: `beam_idx` only maps a beam of a sentence to a beam of
+        the same sentence, and all beams of a sentence hold the same encoder output, so moving them would copy each
+        sentence's keys and values onto themselves (per step, as many bytes as the whole cross-attention cache).
+        """
+        if isinstance(past_key_values, EncoderDecoderCache):
+            past_key_values.self_attention_cache.reorder_cache(beam_idx)
+        else:
+            past_key_values.reorder_cache(beam_idx)
+        return past_key_values
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)

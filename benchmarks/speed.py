@@ -12,8 +12,9 @@ median over the repeats and the ratio of the medians, ours / Marian (> 1 means o
 Measured:
 - training tokens/s (source + target tokens of a forward, backward and Adam step), fp32 and bf16 autocast;
 - generation, new tokens/s (every sentence decodes exactly `--new-tokens` tokens), greedy and beam 4, batch 8 and 1;
-- peak memory of a training step, above what the model, optimizer state and batch already hold (CPU: the
-  process's peak resident set, each measurement in a fresh process; CUDA: `torch.cuda.max_memory_allocated`);
+- memory of a training step: the bytes of activations autograd saves for the backward pass (exact), and the peak
+  memory above what the model, optimizer state and batch already hold (CPU: the process's peak resident set, each
+  measurement in a fresh process, which the allocator makes vary by ~5%; CUDA: `torch.cuda.max_memory_allocated`);
 - achieved training GFLOP/s (matmul FLOPs of a step counted by `torch.utils.flop_counter`) as a fraction of the
   machine's matmul peak for the dtype, measured here on large square matrices.
 """
@@ -212,6 +213,24 @@ def memory_child(size: str, name: str, dtype: str, args) -> None:
     print(json.dumps({"peak_bytes": peak}))
 
 
+def saved_activation_bytes(model, batch) -> int:
+    """Bytes of the tensors autograd saves for the backward pass of one training step (each storage once, weights
+    not counted): the deterministic part of a training step's memory, where the resident-set peak is noisy."""
+    storages = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        loss = model(**batch).loss
+    loss.backward()
+    model.zero_grad(set_to_none=True)
+    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    return sum(size for pointer, size in storages.items() if pointer not in weights)
+
+
 def rss_kib(field: str) -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(field + ":"):
@@ -312,6 +331,15 @@ def run(args) -> str:
                 summary[f"{size} train ours-bf16 vs marian-fp32"] = vs
             print(lines[-1], flush=True)
         if not args.skip_memory:
+            ours, marian = build_models(size, args.device)
+            batch = random_batch(ours.config.vocab_size, args.batch_size, args.source_length, args.target_length,
+                                 args.device, seed=1)
+            saved = {name: saved_activation_bytes(model, batch) for name, model in (("ours", ours), ("marian", marian))}
+            lines.append(f"| {size} | activations saved for backward, fp32 (MiB) | {saved['ours'] / 2**20:,.1f} "
+                         f"| {saved['marian'] / 2**20:,.1f} | {saved['marian'] / saved['ours']:.2f}x |")
+            summary[f"{size} saved activations"] = saved["marian"] / saved["ours"]
+            print(lines[-1], flush=True)
+            del ours, marian
             peaks_mem = training_memory(size, "fp32", args)
             if peaks_mem:
                 ours_m, marian_m = statistics.median(peaks_mem["ours"]), statistics.median(peaks_mem["marian"])
@@ -352,8 +380,8 @@ def parse_args(argv=None):
     parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES), default=["small", "base"])
     parser.add_argument("--dtypes", nargs="+", choices=["fp32", "bf16"], default=["fp32", "bf16"])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--repeats", type=int, default=5, help="alternating repeats per measurement")
-    parser.add_argument("--train-calls", type=int, default=3, help="training steps per timed repeat")
+    parser.add_argument("--repeats", type=int, default=7, help="alternating repeats per measurement")
+    parser.add_argument("--train-calls", type=int, default=1, help="training steps per timed repeat")
     parser.add_argument("--memory-repeats", type=int, default=3)
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--force-bf16", action="store_true", help="measure bf16 even where it is slower than fp32")

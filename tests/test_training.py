@@ -219,11 +219,13 @@ def test_demo_run_saves_a_checkpoint_whose_generations_score_the_reported_bleu(t
 
     out = tmp_path / "demo"
     metrics = train_main(["--output_dir", str(out), "--max_steps", "6", "--save_steps", "3", "--logging_steps", "1",
-                          "--average_last_n_checkpoints", "2", "--dropout", "0.0", *TINY])
+                          "--average_last_n_checkpoints", "2", "--dropout", "0.0", "--max_target_length", "16", *TINY])
     for name in ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "README.md",
                  "trainer_state.json", "test_predictions.txt", "all_results.json"):
         assert (out / name).is_file(), name
     assert sorted(os.listdir(out / "checkpoint-3")) and (out / "checkpoint-6").is_dir()
+    # decoding stops at the longest target length trained on (+ the start token), below the 20 positions
+    assert json.loads((out / "generation_config.json").read_text())["max_length"] == 17
 
     # the paper's learning rate for d_model 32 and 4 warmup steps: the Trainer logs the rate its update number s
     # used, which is the paper's rate of step s - 1 (HF counts steps from 0, so the first update has rate 0)

@@ -348,6 +348,10 @@ def run(data_args, model_args, training_args, explicit: set[str], callbacks=None
     model = build_model(model_args, preset, tokenizer, resume)
     if len(tokenizer) > model.config.vocab_size:
         raise UsageError(f"The tokenizer has {len(tokenizer)} tokens but the model only {model.config.vocab_size}.")
+    if model_args.model_name_or_path is None:
+        # Decode at most as long as the longest target trained on (+ the start token): a half-trained model that
+        # loops would otherwise run its beams to 256 tokens. The paper caps at input length + 50 (section 6.1).
+        model.generation_config.max_length = min(model.generation_config.max_length, data_args.max_target_length + 1)
     if "learning_rate" not in explicit:
         if not training_args.warmup_steps or training_args.warmup_steps < 1:
             raise UsageError("The paper's learning rate (d_model * warmup_steps)^-0.5 needs --warmup_steps >= 1; "

@@ -39,7 +39,7 @@ def _history(folder):
     return state["global_step"], {e["step"]: e["loss"] for e in state["log_history"] if "loss" in e}
 
 
-@pytest.mark.parametrize("launcher", ["torchrun"])
+@pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
 def test_two_cpu_processes_train_like_one_process_with_the_same_global_batch(tmp_path, launcher):
     if launcher == "accelerate" and not shutil.which(LAUNCHERS["accelerate"][0]):
         pytest.skip("the accelerate command is not installed next to this Python")

@@ -75,3 +75,15 @@ def test_generate_with_static_cache_and_compile_matches_eager_generate(num_beams
     assert torch.equal(compiled, expected)
     if num_beams == 1:
         assert hasattr(model, "_compiled_call"), "generate did not take its compiled path"
+
+
+def test_static_cache_without_generates_mask_is_a_clear_error():
+    from transformers.cache_utils import EncoderDecoderCache, StaticCache
+
+    model = tiny_model(4)
+    input_ids, attention_mask = random_batch(4)
+    cache = EncoderDecoderCache(StaticCache(config=model.config, max_cache_len=16),
+                                StaticCache(config=model.config, max_cache_len=9))
+    with torch.no_grad(), pytest.raises(ValueError, match="static cache needs a"):
+        model(input_ids=input_ids, attention_mask=attention_mask, past_key_values=cache, use_cache=True,
+              decoder_input_ids=torch.full((3, 1), model.config.decoder_start_token_id))

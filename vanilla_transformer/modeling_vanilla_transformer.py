@@ -556,14 +556,16 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
             raise TypeError(f"past_key_values must be an EncoderDecoderCache, got {type(past_key_values).__name__}.")
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         capacity = None
-        if isinstance(past_length, torch.Tensor):  # a static cache counts its positions in a tensor
-            if not is_torchdynamo_compiling():
-                past_length = int(past_length)
-            else:  # compiled: the count stays data; generate passes a ready (B, 1, T, cache length) mask
+        if past_key_values is not None and past_key_values.is_compileable:
+            # A static cache: its keys include the empty slots, which only a (B, 1, T, cache length) mask hides, and
+            # it counts its positions in a tensor, which stays data when compiled.
+            if attention_mask is None or attention_mask.dim() != 4:
+                raise ValueError("A static cache needs a (batch, 1, query_length, cache_length) "
+                                 "decoder_attention_mask that hides its empty slots; generate() makes it.")
+            if is_torchdynamo_compiling():
                 capacity = past_key_values.self_attention_cache.get_max_length()
-                if attention_mask is None or attention_mask.dim() != 4:
-                    raise ValueError("Decoding a static cache under torch.compile needs the (batch, 1, query, key) "
-                                     "decoder_attention_mask that generate() makes for it.")
+            else:
+                past_length = int(past_length)
 
         # Self-attention mask: causal, plus padding if a decoder mask is given. Without padding, attention uses the
         # causal flag of the kernel (no mask at all); one new position at a time needs no mask either. A ready 4D

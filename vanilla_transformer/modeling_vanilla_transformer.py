@@ -532,12 +532,14 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
         encoder_hidden_states: torch.Tensor | None = None,  # (B, S, D)
         encoder_attention_mask: torch.Tensor | None = None,  # (B, S)
         past_key_values: Cache | None = None,
+        cache: Cache | None = None,  # transformers >= 5.24 passes the cache under this name
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
+        past_key_values = cache if cache is not None else past_key_values
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of decoder_input_ids and decoder_inputs_embeds to the decoder.")
         if encoder_hidden_states is None:
@@ -648,6 +650,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: tuple | BaseModelOutput | None = None,
         past_key_values: Cache | None = None,
+        cache: Cache | None = None,  # transformers >= 5.24 passes the cache under this name
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
@@ -655,6 +658,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput:
+        past_key_values = cache if cache is not None else past_key_values
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids,
@@ -787,6 +791,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: tuple | BaseModelOutput | None = None,
         past_key_values: Cache | None = None,
+        cache: Cache | None = None,  # transformers >= 5.24 passes the cache under this name
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,  # (B, T), -100 where no loss is wanted
@@ -795,6 +800,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
+        past_key_values = cache if cache is not None else past_key_values
         if labels is not None:
             if labels.dim() != 2:
                 raise ValueError(f"labels must have shape (batch_size, target_length), got {tuple(labels.shape)}.")

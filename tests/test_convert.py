@@ -455,5 +455,7 @@ def test_skip_padding_positions_makes_left_padding_invisible(position_embedding_
 def test_skip_padding_positions_needs_a_pad_token():
     from vanilla_transformer import VanillaTransformerConfig
 
-    with pytest.raises(ValueError, match="skip_padding_positions=True needs a pad_token_id"):
+    from huggingface_hub.errors import StrictDataclassClassValidationError
+
+    with pytest.raises(StrictDataclassClassValidationError, match="skip_padding_positions=True needs a pad_token_id"):
         VanillaTransformerConfig(skip_padding_positions=True, pad_token_id=None)

@@ -22,7 +22,7 @@ from vanilla_transformer import (
     sinusoidal_position_encoding,
 )
 
-from conftest import random_batch, tiny_config, tiny_model
+from helpers import random_batch, tiny_config, tiny_model
 
 ATOL = 1e-5
 

@@ -190,7 +190,9 @@ def test_every_preset_names_only_config_fields_and_builds_a_valid_config():
         assert not set(vars(config)) - set(VanillaTransformerConfig.__dataclass_fields__) - {
             k for k in vars(config) if k.startswith("_")}, name
     for size in ("base", "big"):  # the paper's sizes come from the one table in the configuration file
-        assert {k: PRESETS[size].model[k] for k in PAPER_PRESETS[size]} == PAPER_PRESETS[size]
+        assert PRESETS[size].model == PAPER_PRESETS[size]
+        assert VanillaTransformerConfig(**PRESETS[size].model).to_diff_dict() == (
+            VanillaTransformerConfig.from_paper(size).to_diff_dict())
 
 
 # ---------------------------------------------------------------------------------------------------------------

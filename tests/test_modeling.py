@@ -13,7 +13,7 @@ import pytest
 import torch
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 from torch import nn
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, GenerationConfig
 
 from vanilla_transformer import (
     VanillaTransformerConfig,
@@ -83,9 +83,10 @@ def test_a_value_of_the_wrong_type_is_a_strict_field_error():
             VanillaTransformerConfig(**{name: value})
 
 
-@pytest.mark.parametrize("typo, meant", [("normalise_before", "normalize_before"), ("d_modle", "d_model"),
-                                         ("encoder_layer", "encoder_layers"), ("sinusoidal_layuot", "sinusoidal_layout"),
-                                         ("share_encoder_decoder_embedding", "share_encoder_decoder_embeddings")])
+@pytest.mark.parametrize("typo, meant", [
+    ("normalise_before", "normalize_before"), ("d_modle", "d_model"), ("encoder_layer", "encoder_layers"),
+    ("sinusoidal_layuot", "sinusoidal_layout"), ("share_encoder_decoder_embedding", "share_encoder_decoder_embeddings"),
+])
 def test_a_misspelled_field_is_an_error_in_the_constructor_in_config_json_and_at_save(typo, meant, tmp_path):
     with pytest.raises(StrictDataclassClassValidationError, match=rf"{typo} is not a field \(did you mean {meant}"):
         VanillaTransformerConfig(**{typo: 1})
@@ -116,6 +117,10 @@ def test_config_json_keeps_loading_with_standard_keys_unknown_keys_and_ints_for_
     assert loaded.remote_code_extra == "kept" and loaded.sep_token_id == 3
     assert (loaded.d_model, loaded.encoder_layers, loaded.vocab_size) == (config.d_model, config.encoder_layers,
                                                                           config.vocab_size)
+    # every generation parameter an old config.json may carry is accepted (transformers moves them out)
+    generation = GenerationConfig(num_beams=4, max_length=40).to_dict()
+    fields = VanillaTransformerConfig.__dataclass_fields__
+    VanillaTransformerConfig(**{k: v for k, v in generation.items() if k not in fields})
 
 
 def test_auto_classes_know_the_model():

@@ -35,20 +35,17 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run from a checkout, installed or not
     sys.path.insert(0, str(ROOT))
 
-import transformers  # noqa: E402
 from transformers import MarianConfig, MarianMTModel  # noqa: E402
 
-from vanilla_transformer import VanillaTransformerForConditionalGeneration  # noqa: E402
-from training.benchmark_multi30k import machine_description  # noqa: E402
+from benchmarks.report import RESULTS, machine_description, software_versions, write_section  # noqa: E402
+from vanilla_transformer import PAPER_PRESETS, VanillaTransformerForConditionalGeneration  # noqa: E402
 from vanilla_transformer.convert import map_weights, marian_config, marian_weight_map  # noqa: E402
 
-SIZES = {
+SIZES = {  # the multi30k training preset's size, and the paper's base model (Table 3); dropout is set below
     "small": dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4, decoder_attention_heads=4,
                   encoder_ffn_dim=1024, decoder_ffn_dim=1024, vocab_size=8000),
-    "base": dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8, decoder_attention_heads=8,
-                 encoder_ffn_dim=2048, decoder_ffn_dim=2048, vocab_size=32000),
+    "base": {**{k: v for k, v in PAPER_PRESETS["base"].items() if k != "dropout"}, "vocab_size": 32000},
 }
-RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 SECTION = "## Speed: ours vs MarianMTModel"
 
 
@@ -273,19 +270,10 @@ def median_ratio(seconds: dict[str, list[float]]) -> tuple[float, float, float]:
     return ours, marian, marian / ours
 
 
-def machine() -> str:
-    """The quality benchmark's description of the machine, plus the CPU features that decide fp32 vs bf16 speed."""
-    flags = "none listed"
-    with contextlib.suppress(OSError, StopIteration):
-        line = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
-        flags = ", ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in line.split()) or flags
-    return f"{machine_description()}; CPU flags: {flags}"
-
-
 def run(args) -> str:
     lines = [f"{SECTION}", "",
-             f"Measured {date.today().isoformat()} on {machine()}; torch {torch.__version__}, transformers "
-             f"{transformers.__version__}, `attn_implementation=\"sdpa\"` for both.",
+             f"Measured {date.today().isoformat()} on {machine_description()}; {software_versions()}, "
+             "`attn_implementation=\"sdpa\"` for both.",
              "Command: `python benchmarks/speed.py " + " ".join(sys.argv[1:]) + "`", "",
              f"Training batch {args.batch_size} x ({args.source_length} source + {args.target_length} target) tokens, "
              f"Adam, dropout 0.1; generation of exactly {args.new_tokens} new tokens per sentence from "
@@ -357,18 +345,6 @@ def run(args) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(text: str, path: Path = RESULTS) -> None:
-    """Replace this benchmark's section of RESULTS.md (other sections, e.g. translation quality, are kept)."""
-    old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n\n"
-    start = old.find(SECTION)
-    if start < 0:
-        new = old.rstrip("\n") + "\n\n" + text
-    else:
-        end = old.find("\n## ", start + len(SECTION))
-        new = old[:start] + text + (old[end + 1:] if end >= 0 else "")
-    path.write_text(new, encoding="utf-8")
-
-
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -397,7 +373,7 @@ def main():
     text = run(args)
     print(text)
     if not args.no_write:
-        write_section(text)
+        write_section(SECTION, text)
         print(f"Wrote {RESULTS.relative_to(ROOT)}")
 
 

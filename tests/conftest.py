@@ -13,48 +13,11 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # tests run against this checkout, installed or not
     sys.path.insert(0, str(REPO_ROOT))
 
-import vanilla_transformer  # noqa: E402  (registers the Auto classes)
+import vanilla_transformer  # noqa: E402, F401  (registers the Auto classes)
+
 torch.set_num_threads(1)
 
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "multi30k"
-
-
-def tiny_config(**overrides) -> "vanilla_transformer.VanillaTransformerConfig":
-    """A model small enough for CPU tests but with every part of the architecture (2+3 layers, 4 heads)."""
-    values = dict(
-        vocab_size=53,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=3,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        dropout=0.0,
-        max_position_embeddings=64,
-    )
-    values.update(overrides)
-    return vanilla_transformer.VanillaTransformerConfig(**values)
-
-
-def tiny_model(seed: int = 0, attn_implementation: str = "sdpa", **overrides):
-    torch.manual_seed(seed)
-    config = tiny_config(**overrides)
-    model = vanilla_transformer.VanillaTransformerForConditionalGeneration._from_config(
-        config, attn_implementation=attn_implementation
-    )
-    return model.eval()
-
-
-def random_batch(seed: int, vocab_size: int = 53, batch: int = 3, length: int = 9, first_id: int = 3):
-    """Random token ids (no special tokens) and a right-padded attention mask with different lengths per row."""
-    generator = torch.Generator().manual_seed(seed)
-    input_ids = torch.randint(first_id, vocab_size, (batch, length), generator=generator)
-    lengths = torch.randint(2, length + 1, (batch,), generator=generator)
-    lengths[0] = length  # at least one full row
-    attention_mask = (torch.arange(length)[None, :] < lengths[:, None]).long()
-    input_ids = input_ids.masked_fill(attention_mask == 0, 0)  # pad id 0
-    return input_ids, attention_mask
+# Plain helpers (tiny_config, tiny_model, random_batch, REPO_ROOT, SHARED_DATA) are in helpers.py; fixtures here.
 
 
 @pytest.fixture(params=[0, 1, 2], ids=lambda s: f"seed{s}")

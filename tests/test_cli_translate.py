@@ -12,7 +12,7 @@ import sys
 import pytest
 import torch
 
-from conftest import tiny_config
+from helpers import tiny_config
 from training.tokenizer import train_tokenizer
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.cli import main

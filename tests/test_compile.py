@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import CompileConfig
 
-from conftest import random_batch, tiny_model
+from helpers import random_batch, tiny_model
 
 ATOL = 1e-5
 

@@ -435,7 +435,7 @@ def test_cli_reports_a_bad_source_without_a_traceback(tmp_path, capsys):
 
 @pytest.mark.parametrize("position_embedding_type", ["sinusoidal", "learned"])
 def test_skip_padding_positions_makes_left_padding_invisible(position_embedding_type, seed):
-    from conftest import tiny_model
+    from helpers import tiny_model
 
     tokens = torch.randint(3, 53, (1, 6), generator=torch.Generator().manual_seed(seed))
     left_padded = torch.cat([torch.zeros(1, 3, dtype=torch.long), tokens], dim=1)  # pad id 0
@@ -455,5 +455,7 @@ def test_skip_padding_positions_makes_left_padding_invisible(position_embedding_
 def test_skip_padding_positions_needs_a_pad_token():
     from vanilla_transformer import VanillaTransformerConfig
 
-    with pytest.raises(ValueError, match="skip_padding_positions=True needs a pad_token_id"):
+    from huggingface_hub.errors import StrictDataclassClassValidationError
+
+    with pytest.raises(StrictDataclassClassValidationError, match="skip_padding_positions=True needs a pad_token_id"):
         VanillaTransformerConfig(skip_padding_positions=True, pad_token_id=None)

@@ -2,7 +2,7 @@
 
 import torch
 
-from conftest import tiny_model
+from helpers import tiny_model
 
 
 def reversal_batches(steps: int, seed: int, batch: int = 16, length: int = 6):

@@ -1,6 +1,7 @@
 """The model against oracles: torch.nn.Transformer with copied weights, the paper's formulas, full recomputation
 versus the KV cache, single versus batched inputs, and save/load round trips."""
 
+import json
 import math
 import os
 import subprocess
@@ -10,8 +11,9 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 from torch import nn
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, GenerationConfig
 
 from vanilla_transformer import (
     VanillaTransformerConfig,
@@ -20,7 +22,7 @@ from vanilla_transformer import (
     sinusoidal_position_encoding,
 )
 
-from conftest import random_batch, tiny_config, tiny_model
+from helpers import random_batch, tiny_config, tiny_model
 
 ATOL = 1e-5
 
@@ -55,13 +57,70 @@ def test_config_defaults_are_the_papers_base_model():
         (dict(vocab_size=10, pad_token_id=12), ["pad_token_id=12"]),
     ],
 )
-def test_invalid_config_values_raise_value_error_naming_them(overrides, names):
-    with pytest.raises(ValueError) as error:
+def test_invalid_config_values_raise_the_strict_validation_error_naming_them(overrides, names):
+    with pytest.raises(StrictDataclassClassValidationError) as error:
         VanillaTransformerConfig(**overrides)
+    assert isinstance(error.value.__cause__, ValueError)  # raised by our validate_architecture hook
     for name in names:
         assert name in str(error.value)
     with pytest.raises(ValueError, match="Unknown paper configuration"):
         VanillaTransformerConfig.from_paper("huge")
+
+
+def test_one_config_error_lists_every_problem():
+    with pytest.raises(StrictDataclassClassValidationError, match="validate_architecture") as error:
+        VanillaTransformerConfig(d_model=30, dropout=1.5, activation_function="tanh", normalise_before=True)
+    message = str(error.value.__cause__)
+    assert message.startswith("Invalid VanillaTransformerConfig: ") and message.count("; ") == 4
+    for part in ("d_model=30 is not divisible by encoder_attention_heads=8", "dropout=1.5 must be in [0, 1)",
+                 "activation_function='tanh'", "normalise_before is not a field (did you mean normalize_before?)"):
+        assert part in message
+
+
+def test_a_value_of_the_wrong_type_is_a_strict_field_error():
+    for name, value in (("d_model", "512"), ("normalize_before", "yes"), ("encoder_layers", 6.0)):
+        with pytest.raises(StrictDataclassFieldValidationError, match=f"field '{name}'"):
+            VanillaTransformerConfig(**{name: value})
+
+
+@pytest.mark.parametrize("typo, meant", [
+    ("normalise_before", "normalize_before"), ("d_modle", "d_model"), ("encoder_layer", "encoder_layers"),
+    ("sinusoidal_layuot", "sinusoidal_layout"), ("share_encoder_decoder_embedding", "share_encoder_decoder_embeddings"),
+])
+def test_a_misspelled_field_is_an_error_in_the_constructor_in_config_json_and_at_save(typo, meant, tmp_path):
+    with pytest.raises(StrictDataclassClassValidationError, match=rf"{typo} is not a field \(did you mean {meant}"):
+        VanillaTransformerConfig(**{typo: 1})
+    config = tiny_config()
+    config.save_pretrained(tmp_path)
+    values = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**values, typo: values[meant]}))
+    with pytest.raises(StrictDataclassClassValidationError, match=f"did you mean {meant}"):
+        AutoConfig.from_pretrained(tmp_path)
+    setattr(config, typo, 1)  # set after construction: save_pretrained validates too
+    with pytest.raises(StrictDataclassClassValidationError, match=f"did you mean {meant}"):
+        config.save_pretrained(tmp_path / "again")
+
+
+def test_config_json_keeps_loading_with_standard_keys_unknown_keys_and_ints_for_floats(tmp_path):
+    config = tiny_config(dropout=0.2, layer_norm_eps=1e-6, init_std=0.05)
+    config.save_pretrained(tmp_path)
+    values = json.loads((tmp_path / "config.json").read_text())
+    extras = dict(architectures=["VanillaTransformerForConditionalGeneration"], transformers_version="5.4.0",
+                  _name_or_path="someone/model", id2label={"0": "A", "1": "B"}, task_specific_params={"x": {}},
+                  sep_token_id=3, unk_token_id=4, num_beams=4, max_length=40, torch_dtype="float32",
+                  custom_pipelines={}, tokenizer_class="PreTrainedTokenizerFast", remote_code_extra="kept")
+    ints_for_floats = dict(dropout=0, attention_dropout=0, activation_dropout=0, layer_norm_eps=1, init_std=1)
+    (tmp_path / "config.json").write_text(json.dumps({**values, **extras, **ints_for_floats}))
+    loaded = AutoConfig.from_pretrained(tmp_path)
+    assert isinstance(loaded, VanillaTransformerConfig)
+    assert (loaded.dropout, loaded.layer_norm_eps, loaded.init_std) == (0, 1, 1)
+    assert loaded.remote_code_extra == "kept" and loaded.sep_token_id == 3
+    assert (loaded.d_model, loaded.encoder_layers, loaded.vocab_size) == (config.d_model, config.encoder_layers,
+                                                                          config.vocab_size)
+    # every generation parameter an old config.json may carry is accepted (transformers moves them out)
+    generation = GenerationConfig(num_beams=4, max_length=40).to_dict()
+    fields = VanillaTransformerConfig.__dataclass_fields__
+    VanillaTransformerConfig(**{k: v for k, v in generation.items() if k not in fields})
 
 
 def test_auto_classes_know_the_model():

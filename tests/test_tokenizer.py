@@ -8,7 +8,7 @@ import unicodedata
 
 import pytest
 
-from conftest import REPO_ROOT, SHARED_DATA
+from helpers import REPO_ROOT, SHARED_DATA
 from transformers import AutoTokenizer, TokenizersBackend
 
 from training.tokenizer import main, train_tokenizer

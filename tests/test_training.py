@@ -158,6 +158,43 @@ def test_unknown_preset_and_bad_flags_exit_with_a_message(capsys):
     assert "save_total_limit" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("overrides, expected", [
+    ("normalise_before=true", "--config_overrides: unknown key 'normalise_before' (did you mean normalize_before?)"),
+    ("normalize_before=true,postion_embedding_type=learned",
+     "--config_overrides: unknown key 'postion_embedding_type' (did you mean position_embedding_type"),
+    ("zzz=1", "--config_overrides: unknown key 'zzz' (VanillaTransformerConfig has no such field)"),
+    ("pad_token_id=5", "--config_overrides: pad_token_id is set from the tokenizer."),
+    ("normalize_before", "--config_overrides expects key=value pairs"),
+])
+def test_config_overrides_with_an_unknown_key_stop_the_run_with_one_line_naming_it(tmp_path, overrides, expected):
+    message = _error_of([*tiny(config_overrides=overrides), "--output_dir", str(tmp_path / "out")])
+    assert message.startswith("error: " + expected) and "\n" not in message
+    assert not (tmp_path / "out").exists()  # stopped before any work
+
+
+def test_config_overrides_with_a_bad_value_stop_the_run_with_one_line_naming_it(tmp_path):
+    out = ["--output_dir", str(tmp_path / "out")]
+    message = _error_of([*tiny(config_overrides="position_embedding_type=rotary,dropout=2"), *out])
+    assert message.startswith("error: Invalid VanillaTransformerConfig: ") and "\n" not in message
+    assert "dropout=2 must be in [0, 1)" in message and "position_embedding_type='rotary'" in message
+    message = _error_of([*tiny(config_overrides="encoder_layers=two"), "--overwrite_output_dir", "true", *out])
+    assert message == "error: Field 'encoder_layers' expected int, got str (value: 'two')"
+
+
+def test_every_preset_names_only_config_fields_and_builds_a_valid_config():
+    from vanilla_transformer import PAPER_PRESETS, VanillaTransformerConfig
+
+    for name, preset in PRESETS.items():
+        config = VanillaTransformerConfig(**preset.model)  # validates; a misspelled key is an error
+        assert set(preset.model) <= set(VanillaTransformerConfig.__dataclass_fields__), name
+        assert not set(vars(config)) - set(VanillaTransformerConfig.__dataclass_fields__) - {
+            k for k in vars(config) if k.startswith("_")}, name
+    for size in ("base", "big"):  # the paper's sizes come from the one table in the configuration file
+        assert PRESETS[size].model == PAPER_PRESETS[size]
+        assert VanillaTransformerConfig(**PRESETS[size].model).to_diff_dict() == (
+            VanillaTransformerConfig.from_paper(size).to_diff_dict())
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Data errors
 

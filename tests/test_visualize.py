@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import tiny_config
+from helpers import tiny_config
 from training.tokenizer import train_tokenizer
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.cli import main
@@ -44,7 +44,7 @@ def tokenizer():
 
 
 def tiny_model(tokenizer, seed=0, **overrides):
-    """2 encoder + 3 decoder layers of 4 heads, d_model 32 (conftest's tiny_config) over the tokenizer's vocabulary."""
+    """2 encoder + 3 decoder layers of 4 heads, d_model 32 (helpers.tiny_config) over the tokenizer's vocabulary."""
     torch.manual_seed(seed)
     model = VanillaTransformerForConditionalGeneration(tiny_config(vocab_size=len(tokenizer), **overrides)).eval()
     model.generation_config.max_length = 12

@@ -2,7 +2,7 @@
 
 import functools
 
-from conftest import tiny_model
+from helpers import tiny_model
 
 from training.tokenizer import train_tokenizer
 

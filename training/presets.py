@@ -17,6 +17,8 @@ steps of 25k-token batches; the small presets train for far fewer steps and scal
 
 from dataclasses import dataclass, field
 
+from vanilla_transformer.configuration_vanilla_transformer import PAPER_PRESETS
+
 # The paper's optimisation recipe, as Seq2SeqTrainingArguments defaults.
 PAPER_RECIPE = dict(
     optim="adamw_torch",  # with weight_decay=0 AdamW is exactly Adam
@@ -70,8 +72,7 @@ PRESETS: dict[str, Preset] = {
     # 10 minutes and averaged the last 5 (base) or 20 (big); at its speed that is every ~1500 / ~600 steps.
     "base": Preset(
         description="The paper's base model (Table 3): 100k steps of ~25k-token batches on 8 GPUs.",
-        model=dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
-                   decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, dropout=0.1),
+        model=PAPER_PRESETS["base"],
         data=dict(vocab_size=37000, max_tokens=3125, max_source_length=256, max_target_length=256,
                   average_last_n_checkpoints=5),
         training=dict(max_steps=100_000, warmup_steps=4000, logging_steps=100, save_steps=1500, save_total_limit=5,
@@ -79,8 +80,7 @@ PRESETS: dict[str, Preset] = {
     ),
     "big": Preset(
         description="The paper's big model (Table 3): 300k steps of ~25k-token batches on 8 GPUs, dropout 0.3.",
-        model=dict(d_model=1024, encoder_layers=6, decoder_layers=6, encoder_attention_heads=16,
-                   decoder_attention_heads=16, encoder_ffn_dim=4096, decoder_ffn_dim=4096, dropout=0.3),
+        model=PAPER_PRESETS["big"],
         data=dict(vocab_size=37000, max_tokens=3125, max_source_length=256, max_target_length=256,
                   average_last_n_checkpoints=20),
         training=dict(max_steps=300_000, warmup_steps=4000, logging_steps=100, save_steps=600, save_total_limit=20,

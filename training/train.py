@@ -16,6 +16,7 @@ test-set BLEU), plus the Trainer's checkpoints and `trainer_state.json`.
 """
 
 import argparse
+import difflib
 import json
 import os
 import shutil
@@ -89,6 +90,8 @@ class ModelArguments:
         "help": "Any other VanillaTransformerConfig values, e.g. 'normalize_before=true,position_embedding_type=learned'."})
 
     def config_values(self) -> dict:
+        """The VanillaTransformerConfig values these options set. An unknown --config_overrides key is an error that
+        names the closest fields; so is a key the tokenizer sets (vocab_size, the special token ids)."""
         values = {name: getattr(self, name) for name in
                   ("d_model", "encoder_layers", "decoder_layers", "dropout", "attention_dropout", "activation_dropout")
                   if getattr(self, name) is not None}
@@ -100,12 +103,33 @@ class ModelArguments:
             key, sep, raw = item.partition("=")
             if not sep:
                 raise ValueError(f"--config_overrides expects key=value pairs separated by commas, got {item!r}.")
+            key = key.strip()
+            check_config_key(key)
             try:
                 value = json.loads(raw)
             except json.JSONDecodeError:
                 value = raw
-            values[key.strip()] = value
+            values[key] = value
         return values
+
+
+# Set by build_model from the tokenizer, so an override would be ignored.
+TOKENIZER_CONFIG_KEYS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+
+
+def check_config_key(key: str) -> None:
+    """Raise ValueError (one line) unless `key` names a VanillaTransformerConfig field or one of its aliases."""
+    from vanilla_transformer import VanillaTransformerConfig
+
+    if key in TOKENIZER_CONFIG_KEYS:
+        raise ValueError(f"--config_overrides: {key} is set from the tokenizer"
+                         + (" (--vocab_size sets the size of the BPE vocabulary trained on the data)."
+                            if key == "vocab_size" else "."))
+    valid = [*VanillaTransformerConfig.__dataclass_fields__, *VanillaTransformerConfig.attribute_map]
+    if key not in valid:
+        close = difflib.get_close_matches(key, valid, n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(close)}?" if close else "VanillaTransformerConfig has no such field"
+        raise ValueError(f"--config_overrides: unknown key {key!r} ({hint})")
 
 
 class UsageError(Exception):
@@ -261,6 +285,7 @@ def build_tokenizer(data_args, model_args, training_args, splits, resume: str | 
 
 
 def build_model(model_args, preset, tokenizer, resume: str | None):
+    from huggingface_hub.errors import StrictDataclassError
     from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
     from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
@@ -283,8 +308,8 @@ def build_model(model_args, preset, tokenizer, resume: str | None):
                          "start and end-of-sentence tokens.")
     try:
         config = VanillaTransformerConfig(**{**preset.model, **overrides, "vocab_size": len(tokenizer), **special})
-    except (TypeError, ValueError) as error:
-        raise UsageError(str(error)) from None
+    except (TypeError, ValueError, StrictDataclassError) as error:  # @strict wraps the ValueError of our checks
+        raise UsageError(str(error.__cause__ or error)) from None
     return VanillaTransformerForConditionalGeneration(config)
 
 
@@ -319,33 +344,34 @@ def example_sentences(texts: dict, count: int = 2) -> list[str] | None:
     return None
 
 
-def run(data_args, model_args, training_args, explicit: set[str], callbacks=None) -> dict:
-    from transformers import DataCollatorForSeq2Seq, set_seed
-
-    from .trainer import TranslationTrainer, bleu_metric, translation_scores, decode_predictions
-
-    started = time.monotonic()
-    preset = PRESETS[data_args.preset]
+def check_options(data_args, model_args) -> None:
+    """Fail before any work on options that can be checked alone: the BLEU tokenizer and --config_overrides keys."""
     import sacrebleu
 
     try:
         sacrebleu.BLEU(tokenize=data_args.bleu_tokenize)
     except Exception as error:  # sacrebleu raises a bare error for an unknown or uninstalled tokenizer
         raise UsageError(f"--bleu_tokenize {data_args.bleu_tokenize}: {error}") from None
-    set_seed(training_args.seed)
-    resume = resolve_resume_checkpoint(training_args)
-    prepare_output_dir(training_args, resume)
-    os.makedirs(training_args.output_dir, exist_ok=True)
+    try:
+        model_args.config_values()
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
+
+def load_data(data_args, training_args):
+    """-> (splits cut to --max_*_samples, source_lang, target_lang, data set name for the card)."""
     splits, source_lang, target_lang, dataset_name = load_splits(data_args, training_args)
     limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
               "test": data_args.max_test_samples}
     splits = {split: _first(dataset, limits[split]) for split, dataset in splits.items()}
     _log(training_args, "Data: " + ", ".join(f"{split} {len(d):,} pairs" for split, d in splits.items())
          + f" ({source_lang or '?'} -> {target_lang or '?'})")
+    return splits, source_lang, target_lang, dataset_name
 
-    tokenizer = build_tokenizer(data_args, model_args, training_args, splits, resume)
-    model = build_model(model_args, preset, tokenizer, resume)
+
+def prepare_model_and_learning_rate(model, tokenizer, data_args, model_args, training_args, explicit: set[str]):
+    """Check that the tokenizer fits the model, cap the decoding length of a new model and, unless --learning_rate
+    is given, set the paper's peak learning rate."""
     if len(tokenizer) > model.config.vocab_size:
         raise UsageError(f"The tokenizer has {len(tokenizer)} tokens but the model only {model.config.vocab_size}.")
     if model_args.model_name_or_path is None:
@@ -361,6 +387,13 @@ def run(data_args, model_args, training_args, explicit: set[str], callbacks=None
          f"{model.config.encoder_layers}+{model.config.decoder_layers} layers, vocabulary {len(tokenizer):,}; "
          f"peak learning rate {training_args.learning_rate:.3g} after {training_args.warmup_steps} warmup steps")
 
+
+def build_trainer(model, tokenizer, splits, data_args, training_args, card_info: dict, callbacks=None):
+    """-> (TranslationTrainer, tokenized splits, their texts). Validation BLEU is computed only with a split."""
+    from transformers import DataCollatorForSeq2Seq
+
+    from .trainer import TranslationTrainer, bleu_metric
+
     tokenized, texts = tokenize_splits(splits, tokenizer, data_args.max_source_length, data_args.max_target_length)
     eval_dataset = tokenized.get("validation")
     if training_args.eval_strategy != "no" and eval_dataset is None:
@@ -370,8 +403,7 @@ def run(data_args, model_args, training_args, explicit: set[str], callbacks=None
     compute_metrics = None
     if eval_dataset is not None:
         compute_metrics = bleu_metric(tokenizer, texts["validation"]["target"], data_args.bleu_tokenize)
-    card_info = dict(source_lang=source_lang, target_lang=target_lang,
-                     dataset_name=data_args.dataset_card_name or dataset_name, examples=example_sentences(texts))
+    card_info["examples"] = example_sentences(texts)
     trainer = TranslationTrainer(
         model=model,
         args=training_args,
@@ -383,41 +415,59 @@ def run(data_args, model_args, training_args, explicit: set[str], callbacks=None
         callbacks=callbacks,
         card_info=card_info,
     )
+    return trainer, tokenized, texts
+
+
+def train(trainer, training_args, resume: str | None) -> dict:
+    """Train (or resume) and return the training metrics, each named train_*."""
     train_result = trainer.train(resume_from_checkpoint=resume)
     print(f"Finished training on rank {training_args.process_index} of {training_args.world_size} "
           f"(step {trainer.state.global_step})", flush=True)
-    metrics = {f"train_{k}" if not k.startswith("train_") else k: v for k, v in train_result.metrics.items()}
+    return {f"train_{k}" if not k.startswith("train_") else k: v for k, v in train_result.metrics.items()}
 
-    averaged = 0
-    if training_args.average_last_n_checkpoints > 1:
-        from .average_checkpoints import average_state_dicts, last_checkpoints
 
-        trainer.accelerator.wait_for_everyone()
-        checkpoints = last_checkpoints(training_args.output_dir, training_args.average_last_n_checkpoints)
-        trainer.model.load_state_dict(average_state_dicts(checkpoints))
-        averaged = len(checkpoints)
-        _log(training_args, f"Averaged the weights of {', '.join(os.path.basename(c) for c in checkpoints)}")
+def average_last_checkpoints(trainer, training_args) -> int:
+    """Load the mean of the last --average_last_n_checkpoints checkpoints into the model (section 6.1 of the
+    paper); returns how many were averaged (0: none)."""
+    if training_args.average_last_n_checkpoints <= 1:
+        return 0
+    from .average_checkpoints import average_state_dicts, last_checkpoints
 
-    evaluated_split = "test" if "test" in tokenized else "validation" if "validation" in tokenized else None
-    if evaluated_split is not None:
-        trainer.compute_metrics = None  # scored below against this split's references
-        output = trainer.predict(tokenized[evaluated_split], metric_key_prefix=evaluated_split)
-        predictions = decode_predictions(tokenizer, output.predictions, len(tokenized[evaluated_split]))
-        scores = translation_scores(predictions, texts[evaluated_split]["target"], data_args.bleu_tokenize)
-        if trainer.is_world_process_zero():  # in the order of the input, one line per sentence
-            in_order = [""] * len(predictions)
-            for index, prediction in zip(texts[evaluated_split]["index"], predictions):
-                in_order[index] = prediction.replace("\n", " ")
-            with open(os.path.join(training_args.output_dir, f"{evaluated_split}_predictions.txt"), "w",
-                      encoding="utf-8") as f:
-                f.write("\n".join(in_order) + "\n")
-        metrics.update({f"{evaluated_split}_{k}": v for k, v in scores.items()})
-        card_info["metrics"] = {**scores, "split": evaluated_split}
-        _log(training_args, f"{evaluated_split.capitalize()} set ({len(predictions)} sentences): BLEU "
-             f"{scores['bleu']:.2f}, chrF {scores['chrf']:.2f}, exact match {100 * scores['exact_match']:.1f}%")
+    trainer.accelerator.wait_for_everyone()
+    checkpoints = last_checkpoints(training_args.output_dir, training_args.average_last_n_checkpoints)
+    trainer.model.load_state_dict(average_state_dicts(checkpoints))
+    _log(training_args, f"Averaged the weights of {', '.join(os.path.basename(c) for c in checkpoints)}")
+    return len(checkpoints)
 
+
+def evaluate(trainer, tokenizer, tokenized, texts, data_args, training_args) -> tuple[str | None, dict]:
+    """Translate the test split (else the validation split) with beam search, write the translations to
+    {split}_predictions.txt in input order and score them. -> (split or None, scores)."""
+    from .trainer import decode_predictions, translation_scores
+
+    split = "test" if "test" in tokenized else "validation" if "validation" in tokenized else None
+    if split is None:
+        return None, {}
+    trainer.compute_metrics = None  # scored below against this split's references
+    output = trainer.predict(tokenized[split], metric_key_prefix=split)
+    predictions = decode_predictions(tokenizer, output.predictions, len(tokenized[split]))
+    scores = translation_scores(predictions, texts[split]["target"], data_args.bleu_tokenize)
+    if trainer.is_world_process_zero():  # in the order of the input, one line per sentence
+        in_order = [""] * len(predictions)
+        for index, prediction in zip(texts[split]["index"], predictions):
+            in_order[index] = prediction.replace("\n", " ")
+        with open(os.path.join(training_args.output_dir, f"{split}_predictions.txt"), "w", encoding="utf-8") as f:
+            f.write("\n".join(in_order) + "\n")
+    _log(training_args, f"{split.capitalize()} set ({len(predictions)} sentences): BLEU "
+         f"{scores['bleu']:.2f}, chrF {scores['chrf']:.2f}, exact match {100 * scores['exact_match']:.1f}%")
+    return split, scores
+
+
+def training_summary(data_args, training_args, model, trainer, *, source_lang, target_lang, training_pairs: int,
+                     averaged: int, metrics: dict) -> dict:
+    """The "Training" table of the model card: recipe, data, batch, optimizer, schedule, averaging, time."""
     lr = training_args.learning_rate
-    card_info["training_summary"] = {
+    return {
         "recipe": "Vaswani et al. (2017), section 5",
         "preset": data_args.preset,
         "data": (f"{data_args.dataset_name} {data_args.dataset_config_name or ''} (Hugging Face datasets)"
@@ -425,7 +475,7 @@ def run(data_args, model_args, training_args, explicit: set[str], callbacks=None
                  f"text files {os.path.basename(data_args.train_source)} / {os.path.basename(data_args.train_target)}"
                  if data_args.train_source else
                  f"number words generated with num2words, {source_lang} -> {target_lang}"),
-        "training pairs": len(tokenized["train"]),
+        "training pairs": training_pairs,
         "optimizer steps": trainer.state.global_step,
         "batch": (f"~{training_args.max_tokens} tokens per device (sentences of similar length)"
                   if training_args.max_tokens else f"{training_args.per_device_train_batch_size} sentences per device"),
@@ -442,13 +492,50 @@ def run(data_args, model_args, training_args, explicit: set[str], callbacks=None
         "checkpoint averaging": f"last {averaged} checkpoints" if averaged else "none",
         "training time": f"{metrics.get('train_runtime', 0) / 60:.1f} min",
     }
-    trainer.card_info = card_info
-    trainer.save_model()  # model + tokenizer; pushes (with the card) when --push_to_hub
+
+
+def save(trainer, training_args, metrics: dict) -> None:
+    """Model, tokenizer and model card into --output_dir (pushed with the card when --push_to_hub), plus the
+    trainer state and all metrics."""
+    trainer.save_model()
     if trainer.is_world_process_zero():
         trainer.save_state()
         trainer.save_metrics("all", metrics, combined=False)
         if not training_args.push_to_hub:
             trainer.create_model_card()
+
+
+def run(data_args, model_args, training_args, explicit: set[str], callbacks=None) -> dict:
+    """The whole run, step by step: check the options, load the data, build tokenizer, model and trainer, train,
+    average the last checkpoints, translate and score the test set, save a Hub-ready folder."""
+    from transformers import set_seed
+
+    started = time.monotonic()
+    check_options(data_args, model_args)
+    set_seed(training_args.seed)
+    resume = resolve_resume_checkpoint(training_args)
+    prepare_output_dir(training_args, resume)
+    os.makedirs(training_args.output_dir, exist_ok=True)
+
+    splits, source_lang, target_lang, dataset_name = load_data(data_args, training_args)
+    tokenizer = build_tokenizer(data_args, model_args, training_args, splits, resume)
+    model = build_model(model_args, PRESETS[data_args.preset], tokenizer, resume)
+    prepare_model_and_learning_rate(model, tokenizer, data_args, model_args, training_args, explicit)
+    card_info = dict(source_lang=source_lang, target_lang=target_lang,
+                     dataset_name=data_args.dataset_card_name or dataset_name)
+    trainer, tokenized, texts = build_trainer(model, tokenizer, splits, data_args, training_args, card_info, callbacks)
+
+    metrics = train(trainer, training_args, resume)
+    averaged = average_last_checkpoints(trainer, training_args)
+    evaluated_split, scores = evaluate(trainer, tokenizer, tokenized, texts, data_args, training_args)
+    if evaluated_split is not None:
+        metrics.update({f"{evaluated_split}_{k}": v for k, v in scores.items()})
+        card_info["metrics"] = {**scores, "split": evaluated_split}
+    card_info["training_summary"] = training_summary(
+        data_args, training_args, model, trainer, source_lang=source_lang, target_lang=target_lang,
+        training_pairs=len(tokenized["train"]), averaged=averaged, metrics=metrics)
+    trainer.card_info = card_info
+    save(trainer, training_args, metrics)
     metrics["total_seconds"] = round(time.monotonic() - started, 1)
 
     if data_args.num_sample_translations and evaluated_split is not None and trainer.is_world_process_zero():

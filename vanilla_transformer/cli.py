@@ -6,6 +6,9 @@ parser and sets `func` to a callable taking the parsed arguments.
 
 import argparse
 import importlib
+import sys
+
+from huggingface_hub.errors import StrictDataclassError
 
 # module (relative to this package) -> what it adds; imported lazily so a missing optional extra fails only there
 SUBCOMMAND_MODULES = ["translate", "convert", "visualize"]
@@ -22,7 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.func(args)
+    try:
+        args.func(args)
+    except StrictDataclassError as error:  # an invalid config: transformers validates configs with @strict
+        sys.exit(f"{parser.prog} {args.command}: error: {error.__cause__ or error}")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 """Configuration of the encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017).
 
 This file is copied next to the weights by `save_pretrained` (Hub remote code), so it imports only
-`transformers` and the standard library.
+`transformers`, its dependency `huggingface_hub` and the standard library.
 """
 
+import difflib
+
+from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 
 
@@ -21,6 +24,7 @@ PAPER_PRESETS = {
 }
 
 
+@strict
 class VanillaTransformerConfig(PreTrainedConfig):
     r"""
     Configuration of [`VanillaTransformerModel`] / [`VanillaTransformerForConditionalGeneration`].
@@ -51,6 +55,12 @@ class VanillaTransformerConfig(PreTrainedConfig):
     - `init_std` (`float`, *optional*): standard deviation of the embedding initialisation; `None` means
       d_model^-0.5, so that embeddings scaled by sqrt(d_model) start with unit variance. Linear layers use Xavier
       uniform as in tensor2tensor, the paper's reference code.
+
+    Like every transformers v5 config this is a `@strict` dataclass: a value of the wrong type raises
+    `StrictDataclassFieldValidationError`, and `validate_architecture` (run after `__init__`, by `validate()` and by
+    `save_pretrained`) raises `StrictDataclassClassValidationError` with one message that lists every invalid value.
+    Keyword arguments that are not fields are kept as attributes, as transformers does, except a likely misspelling
+    of a field (`normalise_before=True`), which is an error naming the field meant.
     """
 
     model_type = "vanilla_transformer"
@@ -61,7 +71,10 @@ class VanillaTransformerConfig(PreTrainedConfig):
         "num_hidden_layers": "decoder_layers",
     }
 
-    vocab_size: int = 37000
+    # `None` is no valid size (validate_architecture says so), but the type allows it: transformers' decoder view of
+    # this flat encoder-decoder config, `get_text_config(decoder=True)` (used by generate), copies `decoder_vocab_size`
+    # over `vocab_size`, and that is `None` for the shared vocabulary.
+    vocab_size: int | None = 37000
     decoder_vocab_size: int | None = None
     d_model: int = 512
     encoder_layers: int = 6
@@ -82,8 +95,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
     skip_padding_positions: bool = False
     scale_embedding: bool = True
     normalize_before: bool = False
-    layer_norm_eps: float = 1e-5
-    init_std: float | None = None
+    layer_norm_eps: float | int = 1e-5
+    init_std: float | int | None = None
     share_encoder_decoder_embeddings: bool = True
     add_final_logits_bias: bool = False
     tie_word_embeddings: bool = True
@@ -114,18 +127,21 @@ class VanillaTransformerConfig(PreTrainedConfig):
         if self.hide_custom_pipelines:
             kwargs.pop("custom_pipelines", None)
         super().__post_init__(**kwargs)
-        self._check_values()
 
     @property
     def target_vocab_size(self) -> int:
         """Rows of the decoder embedding and of the output projection."""
         return self.decoder_vocab_size if self.decoder_vocab_size is not None else self.vocab_size
 
-    def _check_values(self):
-        problems = []
+    def validate_architecture(self):
+        """Part of `@strict`-powered validation: every value the model cannot be built with, in one message."""
+        super().validate_architecture()
+        problems = self._misspelled_fields()
+        if self.vocab_size is None:
+            problems.append("vocab_size=None must be a positive number of tokens")
         for name in ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
                      "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings"):
-            if getattr(self, name) <= 0:
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
                 problems.append(f"{name}={getattr(self, name)} must be positive")
         if self.decoder_vocab_size is not None and self.decoder_vocab_size <= 0:
             problems.append(f"decoder_vocab_size={self.decoder_vocab_size} must be positive")
@@ -160,10 +176,29 @@ class VanillaTransformerConfig(PreTrainedConfig):
             )
         for name in ("pad_token_id", "bos_token_id", "decoder_start_token_id"):
             value = getattr(self, name)
-            if value is not None and not 0 <= value < self.target_vocab_size:
+            if value is not None and self.target_vocab_size is not None and not 0 <= value < self.target_vocab_size:
                 problems.append(f"{name}={value} is outside the target vocabulary of {self.target_vocab_size} tokens")
         if problems:
             raise ValueError("Invalid VanillaTransformerConfig: " + "; ".join(problems) + ".")
+
+    def _misspelled_fields(self) -> list[str]:
+        """Attributes set from unknown keyword arguments whose names are close to one of our own fields.
+
+        transformers keeps any unknown key as an attribute (config.json files carry `architectures`, `auto_map`,
+        `transformers_version`, ...), so only a near miss of a field this class adds is reported: it is a typo
+        that would otherwise build a different model than the one asked for.
+        """
+        ours = [name for name in self.__dataclass_fields__ if name not in PreTrainedConfig.__dataclass_fields__
+                and not name.endswith("_token_id")]
+        problems = []
+        for key in vars(self):
+            if (key in self.__dataclass_fields__ or key.startswith("_") or key.endswith("_token_id")
+                    or hasattr(PreTrainedConfig, key) or key in self.attribute_map):
+                continue
+            close = difflib.get_close_matches(key, ours, n=3, cutoff=0.8)
+            if close:
+                problems.append(f"{key} is not a field (did you mean {' or '.join(close)}?)")
+        return problems
 
 
 __all__ = ["VanillaTransformerConfig", "PAPER_PRESETS"]

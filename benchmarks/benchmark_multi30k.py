@@ -1,74 +1,30 @@
 """Quality benchmark (not a test): train the `multi30k` preset for a fixed wall-clock budget and report sacreBLEU
 on Multi30k test_2016_flickr, English -> German, in benchmarks/RESULTS.md (section "Translation quality").
 
-    python -m training.benchmark_multi30k --data_dir ../shared/data/multi30k --minutes 25
+    python benchmarks/benchmark_multi30k.py --data_dir ../shared/data/multi30k --minutes 25
 
 `--data_dir` holds train/val/test_2016_flickr .en/.de, one sentence per line. Any further options go to
 `python -m training.train` (e.g. `--max_tokens 4096`, `--d_model 512`). The score is reported twice: with the
-final weights, and with the average of the last checkpoints (section 6.1 of the paper).
+final weights, and with the average of the last checkpoints (section 6.1 of the paper), which is decoded with
+`vanilla_transformer.translate` (the checkpoint's generation config, on the GPU when there is one).
 """
 
 import argparse
+import json
 import os
-import platform
-import re
 import shlex
 import sys
 import time
 from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run from a checkout, installed or not
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.report import RESULTS, machine_description, write_section  # noqa: E402
 
 SECTION = "## Translation quality"
-
-
-def machine_description() -> str:
-    import torch
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    if torch.cuda.is_available():
-        return f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}, {cpu}"
-    load = ""
-    if hasattr(os, "getloadavg"):
-        load = f", load average {os.getloadavg()[0]:.1f} at the start (shared machine)"
-    return f"CPU only: {os.cpu_count()} cores of {cpu}, {torch.get_num_threads()} torch threads{load}"
-
-
-def translate(folder: str, sentences: list[str], batch_size: int = 64) -> list[str]:
-    """Translate with the checkpoint's own generation config (beam 4, length penalty 0.6), longest first."""
-    import torch
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-    import vanilla_transformer  # noqa: F401
-
-    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
-    output = [""] * len(sentences)
-    with torch.no_grad():
-        for start in range(0, len(order), batch_size):
-            indices = order[start:start + batch_size]
-            inputs = tokenizer([sentences[i] for i in indices], return_tensors="pt", padding=True, truncation=True)
-            decoded = tokenizer.batch_decode(model.generate(**inputs), skip_special_tokens=True)
-            for i, text in zip(indices, decoded):
-                output[i] = text.strip()
-    return output
-
-
-def write_results(path: str, text: str) -> None:
-    """Replace (or add) the "Translation quality" section of the results file, leaving other sections alone."""
-    existing = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Benchmark results\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(existing):
-        updated = pattern.sub(lambda _: text.rstrip("\n") + "\n\n", existing)
-    else:
-        updated = existing.rstrip("\n") + "\n\n" + text
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(updated.rstrip("\n") + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -77,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data_dir", required=True, help="folder with train/val/test_2016_flickr .en and .de files")
     parser.add_argument("--minutes", type=float, required=True, help="wall-clock training budget")
     parser.add_argument("--output_dir", default=os.path.join("outputs", "multi30k-benchmark"))
-    parser.add_argument("--results", default=os.path.join("benchmarks", "RESULTS.md"))
+    parser.add_argument("--results", type=Path, default=RESULTS, help="default: benchmarks/RESULTS.md")
     parser.add_argument("--average_last", type=int, default=5, help="checkpoints averaged for the second score")
     args, train_options = parser.parse_known_args(argv)
     files = {f"{split}_{side}": os.path.join(args.data_dir, f"{name}.{lang}")
@@ -89,9 +45,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.minutes <= 0:
         parser.error("--minutes must be positive")
 
-    from .average_checkpoints import average_checkpoints, last_checkpoints
-    from .trainer import translation_scores
-    from .train import main as train_main
+    from training.average_checkpoints import average_checkpoints, last_checkpoints
+    from training.train import main as train_main
+    from training.trainer import translation_scores
+    from vanilla_transformer.translate import load_model_and_tokenizer, translate
 
     machine = machine_description()
     train_argv = ["--preset", "multi30k", *[item for k, v in files.items() for item in (f"--{k}", v)],
@@ -108,13 +65,12 @@ def main(argv: list[str] | None = None) -> None:
     average_checkpoints(checkpoints, averaged_dir)
     sources = open(files["test_source"], encoding="utf-8").read().splitlines()
     references = open(files["test_target"], encoding="utf-8").read().splitlines()
-    averaged = translation_scores(translate(averaged_dir, sources), references)
+    model, tokenizer = load_model_and_tokenizer(averaged_dir)  # on the GPU when there is one
+    averaged = translation_scores(translate(model, tokenizer, sources, batch_size=64), references)
     total_minutes = (time.monotonic() - started) / 60
 
-    import json
-
     state = json.load(open(os.path.join(args.output_dir, "trainer_state.json"), encoding="utf-8"))
-    command = "python -m training.benchmark_multi30k " + " ".join(shlex.quote(a) for a in argv)
+    command = "python benchmarks/benchmark_multi30k.py " + " ".join(shlex.quote(a) for a in argv)
     text = f"""{SECTION}
 
 Multi30k test_2016_flickr, English -> German, sacreBLEU (13a, cased) with beam 4 / length penalty 0.6, after a
@@ -131,7 +87,7 @@ Command ({date.today().isoformat()}):
 {command}
 ```
 """
-    write_results(args.results, text)
+    write_section(SECTION, text, args.results)
     print(text)
 
 

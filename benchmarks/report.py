@@ -1,0 +1,73 @@
+"""What every benchmark report says: the machine it ran on, and its own section of benchmarks/RESULTS.md.
+
+    from benchmarks.report import machine_description, software_versions, write_section
+
+    machine_description()   # "CPU only: 2 cores of AMD EPYC, 2 torch threads, load average 0.9 at the start
+                            #  (shared machine); CPU flags: avx2"  or  "1 x NVIDIA H100 80GB HBM3, AMD EPYC ..."
+    software_versions()     # "torch 2.13.0+cpu, transformers 5.24.0"
+    write_section("## Speed: ours vs MarianMTModel", text)   # replaces that section of RESULTS.md, keeps the others
+"""
+
+import os
+import platform
+import re
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+
+# The CPU features that decide how fast fp32 and bf16 matrix products run.
+MATMUL_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+
+
+def _cpuinfo_field(name: str) -> str | None:
+    """The first `name: value` line of /proc/cpuinfo (Linux), or None."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.split(":", 1)[0].strip() == name), None)
+    except OSError:
+        return None
+
+
+def cpu_model() -> str:
+    """The CPU's model name, e.g. "AMD EPYC 7B13"."""
+    return _cpuinfo_field("model name") or platform.processor() or platform.machine()
+
+
+def cpu_flags(wanted: tuple[str, ...] = MATMUL_FLAGS) -> list[str]:
+    """Which of the `wanted` CPU features this machine has (empty where /proc/cpuinfo does not say)."""
+    flags = set((_cpuinfo_field("flags") or "").split())
+    return [flag for flag in wanted if flag in flags]
+
+
+def machine_description() -> str:
+    """The GPUs (if any), the CPU model, cores, torch threads, the load at the start, and the matmul CPU flags."""
+    import torch
+
+    if torch.cuda.is_available():
+        machine = f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}, {cpu_model()}"
+    else:
+        machine = f"CPU only: {os.cpu_count()} cores of {cpu_model()}, {torch.get_num_threads()} torch threads"
+        if hasattr(os, "getloadavg"):
+            machine += f", load average {os.getloadavg()[0]:.1f} at the start (shared machine)"
+    return f"{machine}; CPU flags: {', '.join(cpu_flags()) or 'none listed'}"
+
+
+def software_versions() -> str:
+    import torch
+    import transformers
+
+    return f"torch {torch.__version__}, transformers {transformers.__version__}"
+
+
+def write_section(heading: str, text: str, path: str | Path = RESULTS) -> None:
+    """Replace the section of `path` that starts with the line `heading` (up to the next "## " heading) by `text`,
+    or add `text` at the end; every other section stays as it is. `text` starts with `heading` itself."""
+    path = Path(path)
+    existing = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
+    section = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if section.search(existing):
+        updated = section.sub(lambda _: text.rstrip("\n") + "\n\n", existing, count=1)
+    else:
+        updated = existing.rstrip("\n") + "\n\n" + text
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(updated.rstrip("\n") + "\n", encoding="utf-8")

@@ -1,0 +1,69 @@
+"""benchmarks/: the shared report helpers (machine description, one section of RESULTS.md) and a tiny run of the
+Multi30k quality benchmark on a generated corpus in the Multi30k file layout."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.report import cpu_flags, cpu_model, machine_description, write_section
+
+
+def test_write_section_replaces_its_own_section_and_keeps_the_others(tmp_path):
+    path = tmp_path / "RESULTS.md"
+    write_section("## Speed", "## Speed\n\nfirst\n", path)  # a missing file gets the title
+    assert path.read_text() == "# Benchmark results\n\n## Speed\n\nfirst\n"
+    write_section("## Quality", "## Quality\n\n| a | b |\n### detail\n", path)  # added at the end
+    write_section("## Speed", "## Speed\n\nsecond\n", path)  # replaced in place
+    assert path.read_text() == "# Benchmark results\n\n## Speed\n\nsecond\n\n## Quality\n\n| a | b |\n### detail\n"
+    write_section("## Quality", "## Quality\n\nnew\n", path)  # a "### " heading belongs to its section
+    assert path.read_text() == "# Benchmark results\n\n## Speed\n\nsecond\n\n## Quality\n\nnew\n"
+
+
+def test_machine_description_names_the_cpu_and_its_matmul_flags():
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.exists():
+        pytest.skip("no /proc/cpuinfo on this system")
+    lines = cpuinfo.read_text().splitlines()
+    model = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+    flags = next(line.split(":", 1)[1].split() for line in lines if line.startswith("flags"))
+    assert cpu_model() == model
+    assert cpu_flags(("avx2", "sse2", "no_such_flag")) == [f for f in ("avx2", "sse2") if f in flags]
+    description = machine_description()
+    assert model in description
+    assert description.endswith("CPU flags: " + (", ".join(cpu_flags()) or "none listed"))
+
+
+def test_multi30k_benchmark_trains_averages_decodes_and_writes_its_section(tmp_path):
+    from benchmarks.benchmark_multi30k import main
+    from training.numbers import number_translation_splits
+
+    data = tmp_path / "multi30k"
+    data.mkdir()
+    splits = number_translation_splits(train_size=300, validation_size=8, test_size=12, seed=3)
+    for split, name in (("train", "train"), ("validation", "val"), ("test", "test_2016_flickr")):
+        for side, lang in (("source", "en"), ("target", "de")):
+            (data / f"{name}.{lang}").write_text("\n".join(splits[split][side]) + "\n", encoding="utf-8")
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\n## Translation quality\n\nold\n\n## Speed: other\n\nkept\n")
+    out = tmp_path / "out"
+    main(["--data_dir", str(data), "--minutes", "0.002", "--results", str(results), "--output_dir", str(out),
+          "--average_last", "2", "--save_steps", "1", "--d_model", "32", "--encoder_layers", "1",
+          "--decoder_layers", "1", "--attention_heads", "2", "--ffn_dim", "64", "--vocab_size", "90",
+          "--max_tokens", "200", "--max_source_length", "20", "--max_target_length", "20", "--warmup_steps", "4",
+          "--report_to", "none", "--disable_tqdm", "true", "--bleu_tokenize", "char"])
+
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert (out / "averaged" / "config.json").is_file() and (out / "averaged" / "tokenizer.json").is_file()
+    text = results.read_text()
+    assert text.endswith("## Speed: other\n\nkept\n") and "\nold\n" not in text
+    row = next(line for line in text.splitlines() if line.startswith("| 0.002 min training"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cpu_model() in cells[1]
+    assert int(cells[2]) == state["global_step"] >= 1
+    final = json.loads((out / "all_results.json").read_text())  # the training run's own test-set scores
+    assert cells[3] == f"{final['test_bleu']:.2f} / {final['test_chrf']:.2f}"
+    for pair in cells[3:5]:  # final weights, then the averaged checkpoints: BLEU / chrF, both numbers
+        bleu, chrf = (float(x) for x in pair.split(" / "))
+        assert 0 <= bleu <= 100 and 0 <= chrf <= 100
+    assert "python benchmarks/benchmark_multi30k.py --data_dir" in text

@@ -371,6 +371,8 @@ BAD_SOURCES = {
     "foreign-position-table": ("fsmt", lambda d: (build_source("fsmt", 0, d), _scramble_position_table(d)),
                                "does not use the positional encoding"),
     "no-tokenizer-files": ("marian", lambda d: build_source("marian", 0, d), "has no Marian (OPUS-MT) tokenizer"),
+    "config-our-model-refuses": ("marian", lambda d: (build_source("marian", 0, d), _set_config(d, dropout=1.0)),
+                                 "cannot be expressed: Invalid VanillaTransformerConfig: dropout=1.0 must be in"),
 }
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from huggingface_hub.errors import StrictDataclassError
 from transformers.utils import logging
 
 from .configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
@@ -411,8 +412,9 @@ def convert(kind: str, src_dir: str | Path, out_dir: str | Path, *, base_model: 
         config = CONFIG_CONVERTERS[kind](source.config)
     except ConversionError:
         raise
-    except ValueError as error:  # our config's own checks, e.g. an odd d_model with sinusoids
-        raise ConversionError(f"The {FAMILIES[kind].title} config in {src} cannot be expressed: {error}") from None
+    except (ValueError, StrictDataclassError) as error:  # our config's own checks, e.g. an odd d_model with sinusoids
+        reason = error.__cause__ or error  # the strict config wraps the ValueError that lists the problems
+        raise ConversionError(f"The {FAMILIES[kind].title} config in {src} cannot be expressed: {reason}") from None
     for name in ("encoder_layerdrop", "decoder_layerdrop"):
         if getattr(source.config, name, 0.0):
             logger.warning(f"{name}={getattr(source.config, name)} is not carried over: this model has no LayerDrop "

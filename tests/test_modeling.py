@@ -160,12 +160,18 @@ def test_sinusoidal_encoding_is_the_papers_formula_for_any_length():
 
 
 @torch.no_grad()
+def copy_attention(theirs: nn.MultiheadAttention, ours) -> None:
+    """torch fuses [W_Q; W_K; W_V] into one `in_proj`; ours keeps them apart, as BART and Marian do."""
+    theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
+    theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+    theirs.out_proj.load_state_dict(ours.out_proj.state_dict())
+
+
+@torch.no_grad()
 def copy_encoder_layer(theirs: nn.TransformerEncoderLayer, ours) -> None:
-    theirs.self_attn.in_proj_weight.copy_(ours.self_attn.qkv_proj.weight)  # [W_Q; W_K; W_V], fused in both
-    theirs.self_attn.in_proj_bias.copy_(ours.self_attn.qkv_proj.bias)
-    theirs.self_attn.out_proj.load_state_dict(ours.self_attn.out_proj.state_dict())
-    theirs.linear1.load_state_dict(ours.feed_forward.fc1.state_dict())
-    theirs.linear2.load_state_dict(ours.feed_forward.fc2.state_dict())
+    copy_attention(theirs.self_attn, ours.self_attn)
+    theirs.linear1.load_state_dict(ours.fc1.state_dict())
+    theirs.linear2.load_state_dict(ours.fc2.state_dict())
     theirs.norm1.load_state_dict(ours.self_attn_layer_norm.state_dict())
     theirs.norm2.load_state_dict(ours.final_layer_norm.state_dict())
 
@@ -187,15 +193,10 @@ def torch_stacks_with_our_weights(model: VanillaTransformerForConditionalGenerat
         for theirs, ours in zip(encoder.layers, model.model.encoder.layers):
             copy_encoder_layer(theirs, ours)
         for theirs, ours in zip(decoder.layers, model.model.decoder.layers):
-            theirs.self_attn.in_proj_weight.copy_(ours.self_attn.qkv_proj.weight)
-            theirs.self_attn.in_proj_bias.copy_(ours.self_attn.qkv_proj.bias)
-            theirs.self_attn.out_proj.load_state_dict(ours.self_attn.out_proj.state_dict())
-            cross = ours.encoder_attn
-            theirs.multihead_attn.in_proj_weight.copy_(torch.cat([cross.q_proj.weight, cross.kv_proj.weight]))
-            theirs.multihead_attn.in_proj_bias.copy_(torch.cat([cross.q_proj.bias, cross.kv_proj.bias]))
-            theirs.multihead_attn.out_proj.load_state_dict(cross.out_proj.state_dict())
-            theirs.linear1.load_state_dict(ours.feed_forward.fc1.state_dict())
-            theirs.linear2.load_state_dict(ours.feed_forward.fc2.state_dict())
+            copy_attention(theirs.self_attn, ours.self_attn)
+            copy_attention(theirs.multihead_attn, ours.encoder_attn)
+            theirs.linear1.load_state_dict(ours.fc1.state_dict())
+            theirs.linear2.load_state_dict(ours.fc2.state_dict())
             theirs.norm1.load_state_dict(ours.self_attn_layer_norm.state_dict())
             theirs.norm2.load_state_dict(ours.encoder_attn_layer_norm.state_dict())
             theirs.norm3.load_state_dict(ours.final_layer_norm.state_dict())
@@ -430,6 +431,50 @@ def test_loss_is_cross_entropy_of_shifted_labels_ignoring_minus_100():
     keep = labels != -100
     expected = nn.functional.cross_entropy(logits[keep], labels[keep])
     torch.testing.assert_close(out.loss, expected)
+
+
+def test_loss_over_split_batches_with_num_items_in_batch_sums_to_the_whole_batch_loss(seed):
+    """Trainer passes the target tokens of the whole optimizer step as `num_items_in_batch`; the losses of the
+    micro-batches (gradient accumulation) then add up to the mean loss of the whole batch."""
+    model = tiny_model(seed)
+    input_ids, attention_mask = random_batch(seed, batch=4)
+    labels = torch.randint(3, 53, (4, 6), generator=torch.Generator().manual_seed(seed))
+    labels[1, 3:] = -100
+    labels[2, 5:] = -100
+    whole = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+    items = int((labels != -100).sum())
+    parts = [model(input_ids=input_ids[rows], attention_mask=attention_mask[rows], labels=labels[rows],
+                   num_items_in_batch=torch.tensor(items)).loss for rows in (slice(0, 2), slice(2, 4))]
+    torch.testing.assert_close(parts[0] + parts[1], whole, atol=1e-5, rtol=0)
+    assert not torch.allclose(parts[0], whole, atol=1e-3)  # each part alone is not the mean
+
+
+def test_forward_keyword_arguments_reach_the_attention_function(seed):
+    """A registered attention function (transformers' AttentionInterface) gets the masks of its kind and whatever
+    keyword arguments the caller gave `forward`, in every self- and encoder-decoder attention."""
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import sdpa_mask
+
+    seen = []
+
+    def recording_attention(module, query, key, value, attention_mask, **kwargs):
+        seen.append((module.layer_idx, module.is_cross_attention, kwargs.get("trace_tag")))
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+    AttentionInterface.register("recording_test", recording_attention)
+    AttentionMaskInterface.register("recording_test", sdpa_mask)
+    recording, sdpa = tiny_model(seed, "recording_test"), tiny_model(seed, "sdpa")
+    input_ids, attention_mask = random_batch(seed)
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=input_ids[:, :5])
+    with torch.no_grad():
+        recorded = recording(**kwargs, trace_tag="from the caller").logits
+        expected = sdpa(**kwargs).logits
+    torch.testing.assert_close(recorded, expected, atol=ATOL, rtol=0)
+    config = recording.config
+    assert sorted(seen) == sorted([(i, False, "from the caller") for i in range(config.encoder_layers)]
+                                  + [(i, cross, "from the caller") for i in range(config.decoder_layers)
+                                     for cross in (False, True)])
 
 
 def test_embeddings_are_shared_and_resizing_keeps_them_tied():

@@ -88,6 +88,12 @@ def padding_mask(attention_mask: torch.Tensor | None, expected_shape: tuple[int,
     return mask | ~mask.any(dim=-1, keepdim=True)
 
 
+def cache_argument(past_key_values: Cache | None, kwargs: dict) -> Cache | None:
+    """`generate` passes the cache as `cache=` from transformers 5.24 on, as `past_key_values=` before."""
+    cache = kwargs.pop("cache", None)
+    return cache if cache is not None else past_key_values
+
+
 def causal_mask(query_length: int, key_length: int, device: torch.device) -> torch.Tensor:
     """(1, 1, T, P+T) boolean mask: query i (at absolute position P + i) sees keys 0..P+i (section 3.2.3)."""
     past = key_length - query_length
@@ -845,6 +851,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
+        past_key_values = cache_argument(past_key_values, kwargs)
         if labels is not None:
             if labels.dim() != 2:
                 raise ValueError(f"labels must have shape (batch_size, target_length), got {tuple(labels.shape)}.")
@@ -904,12 +911,6 @@ def single_stack_config(config: VanillaTransformerConfig) -> VanillaTransformerC
     if getattr(config, "custom_pipelines", None):  # inherited from a translation checkpoint's config
         config.custom_pipelines = None
     return config
-
-
-def cache_argument(past_key_values: Cache | None, kwargs: dict) -> Cache | None:
-    """`generate` passes the cache as `cache=` from transformers 5.24 on, as `past_key_values=` before."""
-    cache = kwargs.pop("cache", None)
-    return cache if cache is not None else past_key_values
 
 
 class VanillaTransformerForCausalLM(VanillaTransformerPreTrainedModel, GenerationMixin):

@@ -255,3 +255,101 @@ def test_classifier_and_masked_lm_padded_row_equals_the_row_alone(seed, attn_imp
             torch.testing.assert_close(scores[row : row + 1], classifier(input_ids=alone_ids).logits, atol=ATOL, rtol=0)
             torch.testing.assert_close(token_logits[row : row + 1, :length], masked(input_ids=alone_ids).logits,
                                        atol=ATOL, rtol=0)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Bad input: one clear error each.
+
+
+def test_decoder_only_bad_input_raises_clear_errors():
+    model = tiny(VanillaTransformerForCausalLM)
+    input_ids, attention_mask = random_batch(0)
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(3, 8\).*shape \(3, 9\)"):
+        model(input_ids=input_ids, attention_mask=attention_mask[:, :8])
+    bad = input_ids.clone()
+    bad[1, 2] = 53
+    with pytest.raises(ValueError, match=r"input_ids contains token id 53.*vocabulary of 53 tokens"):
+        model(input_ids=bad, attention_mask=attention_mask)
+    with pytest.raises(ValueError, match=r"token id 99"):
+        model.generate(torch.tensor([[4, 99, 6]]), max_new_tokens=2)
+    with pytest.raises(ValueError, match=r"labels contains token id 70"):
+        model(input_ids=input_ids, labels=input_ids.masked_fill(input_ids == input_ids[0, 0], 70))
+    with pytest.raises(ValueError, match=r"labels must have the shape of input_ids \(3, 9\)"):
+        model(input_ids=input_ids, labels=input_ids[:, 1:])
+    learned = tiny(VanillaTransformerForCausalLM, position_embedding_type="learned", max_position_embeddings=16)
+    with pytest.raises(ValueError, match=r"Position 19 is beyond the 16 learned positions"):
+        learned(input_ids=torch.randint(3, 53, (2, 20)))
+    with pytest.raises(ValueError, match=r"beyond the 16 learned positions"):
+        learned.generate(torch.randint(3, 53, (1, 12)), max_new_tokens=8, min_new_tokens=8)
+
+
+@pytest.mark.parametrize("model_class", [VanillaTransformerForMaskedLM, VanillaTransformerForSequenceClassification])
+def test_encoder_only_bad_input_raises_clear_errors(model_class):
+    model = tiny(model_class, num_labels=3)
+    input_ids, attention_mask = random_batch(0)
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(3, 10\).*shape \(3, 9\)"):
+        model(input_ids=input_ids, attention_mask=torch.ones(3, 10))
+    with pytest.raises(ValueError, match=r"input_ids contains token id -1, outside the vocabulary"):
+        model(input_ids=input_ids.index_fill(1, torch.tensor([1]), -1), attention_mask=attention_mask)
+    learned = tiny(model_class, num_labels=3, position_embedding_type="learned", max_position_embeddings=16)
+    with pytest.raises(ValueError, match=r"Position 16 is beyond the 16 learned positions"):
+        learned(input_ids=torch.randint(3, 53, (2, 17)))
+
+
+def test_classifier_labels_that_do_not_fit_raise_clear_errors():
+    input_ids, attention_mask = random_batch(0)
+    model = tiny(VanillaTransformerForSequenceClassification, num_labels=3)
+    with pytest.raises(ValueError, match=r"labels contains class 3, but this model has 3 labels \(valid classes are 0..2\)"):
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=torch.tensor([0, 3, 1]))
+    with pytest.raises(ValueError, match=r"labels contains class -1"):
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=torch.tensor([0, -1, 1]))
+    with pytest.raises(ValueError, match=r"labels of shape \(3,\)"):
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match=r"Multi-label classification needs labels of shape \(3, 3\)"):
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=torch.ones(3, 2))
+    regression = tiny(VanillaTransformerForSequenceClassification, num_labels=1)
+    with pytest.raises(ValueError, match=r"Regression needs 1 target\(s\) per sequence"):
+        regression(input_ids=input_ids, attention_mask=attention_mask, labels=torch.ones(3, 2))
+    masked = tiny(VanillaTransformerForMaskedLM)
+    with pytest.raises(ValueError, match=r"labels contains token id 53"):
+        masked(input_ids=input_ids, labels=torch.full_like(input_ids, -100).index_fill(1, torch.tensor([3]), 53))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Losses: the problem types of transformers, the shifted next-token loss, BERT's masked-token loss.
+
+
+def test_classifier_loss_follows_the_problem_type_as_transformers_does():
+    input_ids, attention_mask = random_batch(1)
+    model = tiny(VanillaTransformerForSequenceClassification, 1, num_labels=3)
+    labels = torch.tensor([2, 0, 1])
+    out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    torch.testing.assert_close(out.loss, nn.functional.cross_entropy(out.logits, labels))
+    assert model.config.problem_type == "single_label_classification"
+
+    model = tiny(VanillaTransformerForSequenceClassification, 1, num_labels=3)
+    targets = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
+    out = model(input_ids=input_ids, attention_mask=attention_mask, labels=targets)
+    torch.testing.assert_close(out.loss, nn.functional.binary_cross_entropy_with_logits(out.logits, targets))
+    assert model.config.problem_type == "multi_label_classification"
+
+    model = tiny(VanillaTransformerForSequenceClassification, 1, num_labels=1)
+    values = torch.tensor([0.5, -1.0, 2.0])
+    out = model(input_ids=input_ids, attention_mask=attention_mask, labels=values)
+    assert out.logits.shape == (3, 1)
+    torch.testing.assert_close(out.loss, nn.functional.mse_loss(out.logits[:, 0], values))
+    assert model.config.problem_type == "regression"
+
+
+def test_causal_and_masked_lm_losses_are_cross_entropies_ignoring_minus_100():
+    input_ids, attention_mask = random_batch(2)
+    labels = input_ids.masked_fill(attention_mask == 0, -100)
+    causal = tiny(VanillaTransformerForCausalLM, 2)
+    out = causal(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    expected = nn.functional.cross_entropy(out.logits[:, :-1].reshape(-1, 53), labels[:, 1:].reshape(-1))
+    torch.testing.assert_close(out.loss, expected)
+    masked = tiny(VanillaTransformerForMaskedLM, 2)
+    chosen = torch.rand(input_ids.shape, generator=torch.Generator().manual_seed(2)) < 0.3
+    labels = input_ids.masked_fill(~chosen | (attention_mask == 0), -100)
+    out = masked(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    torch.testing.assert_close(out.loss, nn.functional.cross_entropy(out.logits.reshape(-1, 53), labels.reshape(-1)))

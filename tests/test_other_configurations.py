@@ -63,14 +63,14 @@ def test_one_config_builds_each_configuration_from_its_own_fields():
     # decoder-only: decoder fields, no encoder-decoder attention, projection tied to the embedding
     assert len(causal.model.layers) == 3
     layer = causal.model.layers[0]
-    assert layer.encoder_attn is None and layer.feed_forward.fc1.out_features == 80
+    assert layer.encoder_attn is None and layer.fc1.out_features == 80
     assert layer.self_attn.num_heads == 2
     assert not any("encoder_attn" in name for name, _ in causal.named_parameters())
     assert causal.lm_head.weight is causal.model.embed_tokens.weight
     # encoder-only: encoder fields
     for model in (masked, classifier):
         assert len(model.model.layers) == 2
-        assert model.model.layers[0].feed_forward.fc1.out_features == 48
+        assert model.model.layers[0].fc1.out_features == 48
         assert model.model.layers[0].self_attn.num_heads == 4
     assert masked.lm_head.weight is masked.model.embed_tokens.weight
     assert classifier.classifier.out_features == 3

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
@@ -329,3 +330,47 @@ def test_fresh_interpreter_without_the_package_loads_each_folder_with_remote_cod
     assert out["masked_lm"][0] == "VanillaTransformerForMaskedLM"
     expected = pipeline("fill-mask", model=trained_masked_lm, tokenizer=tokenizer)("4 7 = forty - [MASK]", top_k=2)
     assert [r["token_str"] for r in out["masked_lm"][1]] == [r["token_str"] for r in expected]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# `vanilla-transformer plot attention` draws these models too.
+
+
+def test_plot_attention_draws_the_self_attention_of_each_saved_model(saved_folders, trained_lm, trained_masked_lm,
+                                                                     tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from matplotlib.image import imread
+
+    from vanilla_transformer.cli import main
+    from vanilla_transformer.visualize import attention_weights
+
+    tokenizer = word_tokenizer()
+    # decoder-only: the prompt and the model's own greedy continuation, masked (lower-triangular)
+    attention = attention_weights(trained_lm, tokenizer, "5 0 7 =", kind="decoder", layer=1,
+                                  generate_kwargs=dict(do_sample=False, max_new_tokens=12))
+    assert attention.target_generated and attention.target == words(507)
+    ids = tokenizer("5 0 7 = " + words(507), return_tensors="pt").input_ids
+    with torch.no_grad():
+        expected = trained_lm(input_ids=ids, output_attentions=True).attentions[1][0]
+    assert attention.query_tokens == tokenizer.convert_ids_to_tokens(ids[0]) + ["</s>"]
+    torch.testing.assert_close(torch.from_numpy(attention.weights)[:, :-1, :-1], expected, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(attention.weights.sum(-1), 1.0, atol=1e-5)  # rows are distributions over keys
+    assert np.all(np.triu(attention.weights, k=1) == 0)  # no query sees a later position
+    # encoder-only: the text
+    attention = attention_weights(trained_masked_lm, tokenizer, "4 7 = forty - [MASK]", kind="encoder", layer=0)
+    ids = tokenizer("4 7 = forty - [MASK]", return_tensors="pt").input_ids
+    with torch.no_grad():
+        expected = trained_masked_lm(input_ids=ids, output_attentions=True).attentions[0][0]
+    torch.testing.assert_close(torch.from_numpy(attention.weights), expected, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match=r"kind='cross' does not exist in this encoder-only model"):
+        attention_weights(trained_masked_lm, tokenizer, "4 7", kind="cross")
+
+    for name, kind, text in (("lm", "decoder", "5 0 7 ="), ("masked_lm", "encoder", "4 7 = forty - [MASK]"),
+                             ("classifier", "encoder", "forty - four")):
+        out = tmp_path / f"{name}.png"
+        main(["plot", "attention", "--model", saved_folders[name], "--text", text, "--kind", kind, "--head", "all",
+              "--max-new-tokens", "12", "--dpi", "40", "--out", str(out)])
+        assert "Wrote" in capsys.readouterr().out and imread(out).shape[2] == 4
+    with pytest.raises(SystemExit, match=r"kind='encoder' does not exist in this decoder-only model"):
+        main(["plot", "attention", "--model", saved_folders["lm"], "--text", "5", "--kind", "encoder",
+              "--out", str(tmp_path / "x.png")])

@@ -276,6 +276,8 @@ def test_decoder_only_bad_input_raises_clear_errors():
         model(input_ids=input_ids, labels=input_ids.masked_fill(input_ids == input_ids[0, 0], 70))
     with pytest.raises(ValueError, match=r"labels must have the shape of input_ids \(3, 9\)"):
         model(input_ids=input_ids, labels=input_ids[:, 1:])
+    with pytest.raises(ValueError, match=r"position_ids has shape \(3, 8\), but the input has shape \(3, 9\)"):
+        model(input_ids=input_ids, position_ids=torch.arange(8).expand(3, 8))
     learned = tiny(VanillaTransformerForCausalLM, position_embedding_type="learned", max_position_embeddings=16)
     with pytest.raises(ValueError, match=r"Position 19 is beyond the 16 learned positions"):
         learned(input_ids=torch.randint(3, 53, (2, 20)))

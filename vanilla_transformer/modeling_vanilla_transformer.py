@@ -2,7 +2,8 @@
 
 Read top to bottom, this file follows the paper: positional encoding (section 3.5), scaled dot-product and
 multi-head attention (3.2), the position-wise feed-forward network (3.3), encoder and decoder layers and stacks
-(3.1), embeddings shared with the pre-softmax projection (3.4), and finally the two Hugging Face models.
+(3.1), embeddings shared with the pre-softmax projection (3.4), the two Hugging Face models of the paper's
+encoder-decoder, and finally the other two configurations built from the same blocks: decoder-only and encoder-only.
 
 Shapes in comments: B batch, T target (query) length, S source (key) length, P cached length, H heads,
 Dh head size (d_model / H), D d_model, V vocabulary size.
@@ -906,7 +907,8 @@ class VanillaTransformerForCausalLM(VanillaTransformerPreTrainedModel, Generatio
     Built from the `decoder_*` fields of the config (`decoder_layers`, `decoder_attention_heads`, `decoder_ffn_dim`,
     `decoder_vocab_size` or else `vocab_size`). `labels` are the input ids themselves (-100 where no loss is wanted),
     shifted inside the model, as `DataCollatorForLanguageModeling(mlm=False)` makes them. `generate` uses a
-    `DynamicCache` of the decoder's keys and values (greedy search by default, as for any causal LM).
+    `DynamicCache` of the decoder's keys and values (greedy search by default, as for any causal LM) and passes
+    `position_ids` counted from each row's first token, so a left-padded prompt gets the positions it has alone.
     """
 
     def __init__(self, config: VanillaTransformerConfig):
@@ -942,8 +944,11 @@ class VanillaTransformerForCausalLM(VanillaTransformerPreTrainedModel, Generatio
         **kwargs,
     ) -> CausalLMOutputWithPast:
         past_key_values = kwargs.pop("cache", past_key_values)  # the argument's name from transformers 5.24 on
+        inputs = input_ids if input_ids is not None else inputs_embeds
+        if position_ids is not None and inputs is not None and tuple(position_ids.shape) != tuple(inputs.shape[:2]):
+            raise ValueError(f"position_ids has shape {tuple(position_ids.shape)}, but the input has shape "
+                             f"{tuple(inputs.shape[:2])}; expected one position per input token.")
         if labels is not None:
-            inputs = input_ids if input_ids is not None else inputs_embeds
             if inputs is not None and tuple(labels.shape) != tuple(inputs.shape[:2]):
                 raise ValueError(f"labels must have the shape of input_ids {tuple(inputs.shape[:2])} (they are shifted "
                                  f"inside the model), got {tuple(labels.shape)}.")

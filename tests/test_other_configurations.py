@@ -355,3 +355,16 @@ def test_causal_and_masked_lm_losses_are_cross_entropies_ignoring_minus_100():
     labels = input_ids.masked_fill(~chosen | (attention_mask == 0), -100)
     out = masked(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
     torch.testing.assert_close(out.loss, nn.functional.cross_entropy(out.logits.reshape(-1, 53), labels.reshape(-1)))
+
+
+def test_decoder_only_static_cache_generates_what_the_dynamic_cache_does(seed):
+    model = tiny(VanillaTransformerForCausalLM, seed, eos_token_id=5)
+    prompts = torch.randint(6, 53, (2, 4), generator=torch.Generator().manual_seed(seed))
+    attention_mask = torch.ones_like(prompts)
+    attention_mask[1, :2] = 0  # a left-padded prompt
+    with torch.no_grad():
+        dynamic = model.generate(prompts, attention_mask=attention_mask, do_sample=False, max_new_tokens=6)
+        static = model.generate(prompts, attention_mask=attention_mask, do_sample=False, max_new_tokens=6,
+                                cache_implementation="static")
+    assert torch.equal(static, dynamic)
+

@@ -78,6 +78,21 @@ def test_one_config_builds_each_configuration_from_its_own_fields():
     assert VanillaTransformerConfig.from_paper("base").is_encoder_decoder
 
 
+def test_a_model_built_from_a_translation_checkpoints_config_records_only_its_own_class(tmp_path):
+    tiny(VanillaTransformerForConditionalGeneration).save_pretrained(tmp_path / "seq2seq")
+    config = AutoConfig.from_pretrained(tmp_path / "seq2seq")
+    assert "AutoModelForSeq2SeqLM" in config.auto_map
+    for auto_class, model_class in ((AutoModelForCausalLM, VanillaTransformerForCausalLM),
+                                    (AutoModelForSequenceClassification, VanillaTransformerForSequenceClassification)):
+        folder = tmp_path / model_class.__name__
+        auto_class.from_config(config).save_pretrained(folder)
+        saved = AutoConfig.from_pretrained(folder)
+        assert saved.architectures == [model_class.__name__]
+        assert set(saved.auto_map) == {"AutoConfig", auto_class.__name__}
+        assert not saved.is_encoder_decoder and "custom_pipelines" not in saved.to_dict()
+        assert type(auto_class.from_pretrained(folder)) is model_class
+
+
 def test_decoder_only_reads_a_separate_target_vocabulary():
     config = tiny_config(vocab_size=40, decoder_vocab_size=30, share_encoder_decoder_embeddings=False)
     causal = VanillaTransformerForCausalLM(config)

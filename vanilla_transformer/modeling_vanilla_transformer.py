@@ -846,11 +846,14 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 
 
 def single_stack_config(config: VanillaTransformerConfig) -> VanillaTransformerConfig:
-    """A copy of `config` for a model with one stack: `is_encoder_decoder=False`, and no translation pipeline."""
+    """A copy of `config` for a model with one stack: `is_encoder_decoder=False`, and nothing left of a translation
+    checkpoint's config it may come from (its pipeline, its model classes in `auto_map`; saving adds this model's)."""
     config = copy.deepcopy(config)
     config.is_encoder_decoder = False
-    if getattr(config, "custom_pipelines", None):  # inherited from a translation checkpoint's config
-        config.custom_pipelines = None
+    if "custom_pipelines" in config.__dict__:
+        del config.custom_pipelines
+    if getattr(config, "auto_map", None):
+        config.auto_map = {name: path for name, path in config.auto_map.items() if name == "AutoConfig"}
     return config
 
 

@@ -2,7 +2,8 @@
 
 Read top to bottom, this file follows the paper: positional encoding (section 3.5), scaled dot-product and
 multi-head attention (3.2), the position-wise feed-forward network (3.3), encoder and decoder layers and stacks
-(3.1), embeddings shared with the pre-softmax projection (3.4), and finally the two Hugging Face models.
+(3.1), embeddings shared with the pre-softmax projection (3.4), the two Hugging Face models of the paper's
+encoder-decoder, and finally the other two configurations built from the same blocks: decoder-only and encoder-only.
 
 Shapes in comments: B batch, T target (query) length, S source (key) length, P cached length, H heads,
 Dh head size (d_model / H), D d_model, V vocabulary size.
@@ -11,6 +12,7 @@ This file is copied next to the weights by `save_pretrained` (Hub remote code), 
 transformers and its sibling configuration file (and, when saving, the pipeline file that is saved with it).
 """
 
+import copy
 import inspect
 import math
 from collections.abc import Callable
@@ -28,8 +30,11 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
     BaseModelOutputWithPastAndCrossAttentions,
+    CausalLMOutputWithPast,
+    MaskedLMOutput,
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
+    SequenceClassifierOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.processing_utils import Unpack
@@ -131,13 +136,19 @@ class SinusoidalPositionalEncoding(nn.Module):
         self._table: torch.Tensor | None = None
 
     def forward(self, past_length: int | torch.Tensor, length: int, like: torch.Tensor,
-                input_ids: torch.Tensor | None = None, capacity: int | None = None) -> torch.Tensor:
+                input_ids: torch.Tensor | None = None, capacity: int | None = None,
+                position_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Encodings of positions past_length .. past_length + length - 1: (T, D) in `like`'s dtype and device
-        ((B, T, D) when `skip_padding_positions` numbers the tokens of `input_ids`).
+        ((B, T, D) when `skip_padding_positions` numbers the tokens of `input_ids`, or for explicit (B, T)
+        `position_ids`, which a decoder-only model gets from generate when its prompts are left-padded).
 
         `past_length` is a 0-d tensor when a static cache is decoded under `torch.compile`: the position is then data,
         and `capacity` (the cache's length) says how many positions the table must hold.
         """
+        if position_ids is not None:
+            last = capacity if is_torchdynamo_compiling() else int(position_ids.max()) + 1
+            table = self._table_for(self.offset + max(last or 0, self.initial_length), like)
+            return table[self.offset + position_ids]  # (B, T, D)
         if isinstance(past_length, torch.Tensor):
             table = self._table_for(self.offset + max(capacity or 0, self.initial_length), like)
             start = self.offset + past_length
@@ -169,7 +180,15 @@ class LearnedPositionalEmbedding(nn.Embedding):
         self.pad_token_id = config.pad_token_id if config.skip_padding_positions else None
 
     def forward(self, past_length: int | torch.Tensor, length: int, like: torch.Tensor,
-                input_ids: torch.Tensor | None = None, capacity: int | None = None) -> torch.Tensor:
+                input_ids: torch.Tensor | None = None, capacity: int | None = None,
+                position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        if position_ids is not None:  # (B, T), see the sinusoids
+            if not is_torchdynamo_compiling() and int(position_ids.max()) >= self.num_embeddings - self.offset:
+                raise ValueError(
+                    f"Position {int(position_ids.max())} is beyond the {self.num_embeddings - self.offset} learned "
+                    "positions of this model (max_position_embeddings); shorten the input or use sinusoidal positions."
+                )
+            return self.weight[self.offset + position_ids]  # (B, T, D)
         if isinstance(past_length, torch.Tensor):  # a static cache under torch.compile, see the sinusoids
             if capacity is not None and capacity > self.num_embeddings - self.offset:
                 raise ValueError(f"The cache holds {capacity} positions, but this model has only "
@@ -231,6 +250,14 @@ def eager_attention_forward(
     return output, weights
 
 
+def self_attention_cache(past_key_values: Cache) -> Cache:
+    """The cache of the decoder's own keys and values: one part of an encoder-decoder cache, or the whole cache of the
+    decoder-only model."""
+    if isinstance(past_key_values, EncoderDecoderCache):
+        return past_key_values.self_attention_cache
+    return past_key_values
+
+
 class MultiHeadAttention(nn.Module):
     """Section 3.2.2: MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
@@ -287,7 +314,7 @@ class MultiHeadAttention(nn.Module):
             key = self._heads(self.k_proj(hidden_states))  # (B, H, T, Dh)
             value = self._heads(self.v_proj(hidden_states))  # (B, H, T, Dh)
             if past_key_values is not None:
-                key, value = past_key_values.self_attention_cache.update(key, value, self.layer_idx)  # (B, H, P+T, Dh)
+                key, value = self_attention_cache(past_key_values).update(key, value, self.layer_idx)  # (B, H, P+T, Dh)
 
         implementation = self.config._attn_implementation
         attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
@@ -362,15 +389,21 @@ class VanillaTransformerEncoderLayer(ResidualLayer):
 
 
 class VanillaTransformerDecoderLayer(ResidualLayer):
-    """Masked multi-head self-attention, multi-head attention over the encoder output, then the feed-forward network."""
+    """Masked multi-head self-attention, multi-head attention over the encoder output, then the feed-forward network.
+
+    Without an encoder (`config.is_encoder_decoder=False`: the decoder-only language model at the end of this file)
+    the layer has no encoder-decoder attention: masked self-attention, then the feed-forward network.
+    """
 
     def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None):
         super().__init__(config)
         heads = config.decoder_attention_heads
         self.self_attn = MultiHeadAttention(config, heads, is_causal=True, layer_idx=layer_idx)
         self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.encoder_attn = MultiHeadAttention(config, heads, is_cross_attention=True, layer_idx=layer_idx)
-        self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.encoder_attn = self.encoder_attn_layer_norm = None
+        if config.is_encoder_decoder:
+            self.encoder_attn = MultiHeadAttention(config, heads, is_cross_attention=True, layer_idx=layer_idx)
+            self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.fc1 = nn.Linear(config.d_model, config.decoder_ffn_dim)  # W_1 of equation (2)
         self.fc2 = nn.Linear(config.decoder_ffn_dim, config.d_model)  # W_2
         self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
@@ -379,19 +412,20 @@ class VanillaTransformerDecoderLayer(ResidualLayer):
         self,
         hidden_states: torch.Tensor,  # (B, T, D)
         attention_mask: torch.Tensor | None,  # causal (and padding) mask of the self-attention
-        encoder_hidden_states: torch.Tensor,  # (B, S, D)
+        encoder_hidden_states: torch.Tensor | None,  # (B, S, D); None without an encoder
         encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: EncoderDecoderCache | None = None,
+        past_key_values: Cache | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
         x = hidden_states
         h, _ = self.self_attn(self.sublayer_input(self.self_attn_layer_norm, x), attention_mask=attention_mask,
                               past_key_values=past_key_values, **kwargs)
         x = self.sublayer_output(self.self_attn_layer_norm, x, h)
-        h, _ = self.encoder_attn(self.sublayer_input(self.encoder_attn_layer_norm, x),
-                                 key_value_states=encoder_hidden_states, attention_mask=encoder_attention_mask,
-                                 past_key_values=past_key_values, **kwargs)
-        x = self.sublayer_output(self.encoder_attn_layer_norm, x, h)
+        if self.encoder_attn is not None:
+            h, _ = self.encoder_attn(self.sublayer_input(self.encoder_attn_layer_norm, x),
+                                     key_value_states=encoder_hidden_states, attention_mask=encoder_attention_mask,
+                                     past_key_values=past_key_values, **kwargs)
+            x = self.sublayer_output(self.encoder_attn_layer_norm, x, h)
         h = self.feed_forward(self.sublayer_input(self.final_layer_norm, x))
         return self.sublayer_output(self.final_layer_norm, x, h)
 
@@ -483,7 +517,11 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel):
 
 
 class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
-    """Section 3.1: `decoder_layers` layers; self-attention is masked so position i sees only positions <= i."""
+    """Section 3.1: `decoder_layers` layers; self-attention is masked so position i sees only positions <= i.
+
+    With `config.is_encoder_decoder=False` it is the decoder-only stack (no encoder-decoder attention), whose cache is
+    a single `DynamicCache` (or generate's `StaticCache`) instead of an `EncoderDecoderCache`.
+    """
 
     _can_record_outputs = {
         "hidden_states": VanillaTransformerDecoderLayer,
@@ -514,19 +552,27 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
         past_key_values: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
+        position_ids: torch.LongTensor | None = None,  # (B, T), default P .. P+T-1
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         past_key_values = kwargs.pop("cache", past_key_values)  # the argument's name from transformers 5.24 on
+        cross_attention = self.config.is_encoder_decoder
+        prefix = "decoder_" if cross_attention else ""  # the decoder-only model's inputs are its only inputs
         if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("Pass exactly one of decoder_input_ids and decoder_inputs_embeds to the decoder.")
-        if encoder_hidden_states is None:
+            raise ValueError(f"Pass exactly one of {prefix}input_ids and {prefix}inputs_embeds to the decoder.")
+        if cross_attention and encoder_hidden_states is None:
             raise ValueError("The decoder attends over the encoder output: encoder_hidden_states is required.")
         if inputs_embeds is None:
-            check_token_ids(input_ids, self.embed_tokens.num_embeddings, "decoder_input_ids")
+            check_token_ids(input_ids, self.embed_tokens.num_embeddings, f"{prefix}input_ids")
             inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale  # (B, T, D)
         batch, length = inputs_embeds.shape[:2]
 
-        if use_cache and past_key_values is None:
+        if not cross_attention:  # decoder-only: the cache holds the self-attention keys and values, nothing else
+            if use_cache and past_key_values is None:
+                past_key_values = DynamicCache(config=self.config)
+            elif isinstance(past_key_values, EncoderDecoderCache):
+                raise TypeError("A decoder-only model has no encoder: pass a DynamicCache, not an EncoderDecoderCache.")
+        elif use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         elif isinstance(past_key_values, DynamicCache):  # a bare self-attention cache: add the cross-attention one
             past_key_values = EncoderDecoderCache(past_key_values, DynamicCache(config=self.config))
@@ -538,26 +584,30 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
             # A static cache counts its positions in a tensor, which stays data when compiled; the positional table
             # must then hold the cache's whole length.
             if is_torchdynamo_compiling():
-                cache = past_key_values.self_attention_cache  # get_max_length from transformers 5.24 on
+                cache = self_attention_cache(past_key_values)  # get_max_length from transformers 5.24 on
                 capacity = (getattr(cache, "get_max_length", None) or cache.get_max_cache_shape)()
             else:
                 past_length = int(past_length)
         else:
-            check_attention_mask(attention_mask, (batch, past_length + length), "decoder_attention_mask")
-        check_attention_mask(encoder_attention_mask, encoder_hidden_states.shape[:2], "attention_mask")
+            check_attention_mask(attention_mask, (batch, past_length + length), f"{prefix}attention_mask")
+        if cross_attention:
+            check_attention_mask(encoder_attention_mask, encoder_hidden_states.shape[:2], "attention_mask")
 
-        positions = self.embed_positions(past_length, length, inputs_embeds, input_ids, capacity=capacity)
+        positions = self.embed_positions(past_length, length, inputs_embeds, input_ids, capacity=capacity,
+                                         position_ids=position_ids)
         hidden_states = inputs_embeds + positions
         hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
 
         # Self-attention: causal (section 3.2.3), plus padding if a decoder mask is given, over the cached positions
         # too; with a static cache, the mask also hides its empty slots. Encoder-decoder attention: source padding.
-        self_attention_cache = past_key_values.self_attention_cache if past_key_values is not None else None
+        own_cache = self_attention_cache(past_key_values) if past_key_values is not None else None
         self_attn_mask = create_causal_mask(config=self.config, inputs_embeds=hidden_states,
-                                            attention_mask=attention_mask, **{CACHE_ARGUMENT: self_attention_cache})
-        encoder_attn_mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states,
-                                                      attention_mask=encoder_attention_mask,
-                                                      encoder_hidden_states=encoder_hidden_states)
+                                            attention_mask=attention_mask, **{CACHE_ARGUMENT: own_cache})
+        encoder_attn_mask = None
+        if cross_attention:
+            encoder_attn_mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states,
+                                                          attention_mask=encoder_attention_mask,
+                                                          encoder_hidden_states=encoder_hidden_states)
 
         for layer in self.layers:
             hidden_states = layer(
@@ -785,12 +835,226 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         )
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# The other two configurations. The paper's blocks also make the two models that came after it: a decoder alone,
+# next-token prediction with masked self-attention and no encoder-decoder attention (GPT), and an encoder alone,
+# whose contextual vectors are classified or used to recover masked tokens (BERT). As `BartForCausalLM` reads the
+# decoder fields of a `BartConfig`, the class chosen is the configuration: the same `VanillaTransformerConfig` builds
+# the decoder-only model from its `decoder_*` fields and the encoder-only models from its `encoder_*` fields. Each
+# keeps a copy of the config with `is_encoder_decoder=False` (generate, pipelines and the Trainer read it), so the
+# one given is not changed and `from_paper(...)` presets keep meaning the encoder-decoder.
+
+
+def single_stack_config(config: VanillaTransformerConfig) -> VanillaTransformerConfig:
+    """A copy of `config` for a model with one stack: `is_encoder_decoder=False`, and nothing left of a translation
+    checkpoint's config it may come from (its pipeline, its model classes in `auto_map`; saving adds this model's)."""
+    config = copy.deepcopy(config)
+    config.is_encoder_decoder = False
+    if "custom_pipelines" in config.__dict__:
+        del config.custom_pipelines
+    if getattr(config, "auto_map", None):
+        config.auto_map = {name: path for name, path in config.auto_map.items() if name == "AutoConfig"}
+    return config
+
+
+class VanillaTransformerForCausalLM(VanillaTransformerPreTrainedModel, GenerationMixin):
+    """The decoder-only Transformer: the decoder stack without encoder-decoder attention, each position predicting the
+    next token, and the pre-softmax projection sharing the embedding matrix (section 3.4) unless
+    `tie_word_embeddings=False`.
+
+    Built from the `decoder_*` fields of the config (`decoder_layers`, `decoder_attention_heads`, `decoder_ffn_dim`,
+    `decoder_vocab_size` or else `vocab_size`). `labels` are the input ids themselves (-100 where no loss is wanted),
+    shifted inside the model, as `DataCollatorForLanguageModeling(mlm=False)` makes them. `generate` uses a
+    `DynamicCache` of the decoder's keys and values (greedy search by default, as for any causal LM) and passes
+    `position_ids` counted from each row's first token, so a left-padded prompt gets the positions it has alone.
+    """
+
+    def __init__(self, config: VanillaTransformerConfig):
+        config = single_stack_config(config)
+        super().__init__(config)
+        self.model = VanillaTransformerDecoder(config)
+        self.lm_head = nn.Linear(config.d_model, config.target_vocab_size, bias=False)
+        self._tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,  # (B, T)
+        attention_mask: torch.Tensor | None = None,  # (B, P+T), 1 for tokens, 0 for padding
+        position_ids: torch.LongTensor | None = None,  # (B, T); generate counts them from the attention mask
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,  # (B, T, D), already scaled
+        labels: torch.LongTensor | None = None,  # (B, T): the input ids, -100 where no loss is wanted
+        use_cache: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> CausalLMOutputWithPast:
+        past_key_values = kwargs.pop("cache", past_key_values)  # the argument's name from transformers 5.24 on
+        inputs = input_ids if input_ids is not None else inputs_embeds
+        if position_ids is not None and inputs is not None and tuple(position_ids.shape) != tuple(inputs.shape[:2]):
+            raise ValueError(f"position_ids has shape {tuple(position_ids.shape)}, but the input has shape "
+                             f"{tuple(inputs.shape[:2])}; expected one position per input token.")
+        if labels is not None:
+            if inputs is not None and tuple(labels.shape) != tuple(inputs.shape[:2]):
+                raise ValueError(f"labels must have the shape of input_ids {tuple(inputs.shape[:2])} (they are shifted "
+                                 f"inside the model), got {tuple(labels.shape)}.")
+            check_token_ids(labels.masked_fill(labels == -100, 0), self.config.target_vocab_size, "labels")
+            use_cache = False
+        num_items_in_batch = kwargs.pop("num_items_in_batch", None)  # Trainer: target tokens in the whole step
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        hidden_states = outputs.last_hidden_state  # (B, T, D)
+        keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+        logits = self.lm_head(hidden_states[:, keep])  # (B, T or logits_to_keep, V)
+
+        loss = None
+        if labels is not None:  # position t predicts token t + 1
+            loss = self.loss_function(logits, labels, vocab_size=self.config.target_vocab_size,
+                                      num_items_in_batch=num_items_in_batch)
+        return CausalLMOutputWithPast(
+            loss=loss,
+            logits=logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
+        )
+
+
+class VanillaTransformerForMaskedLM(VanillaTransformerPreTrainedModel):
+    """The encoder-only Transformer trained as BERT is: some input tokens are replaced by a mask token (or a random or
+    the same token), and each position predicts the original token from both sides. The projection to the vocabulary
+    shares the embedding matrix (section 3.4) unless `tie_word_embeddings=False`.
+
+    Built from the `encoder_*` fields of the config and `vocab_size`. `labels` (B, S) hold the original ids at the
+    positions to predict and -100 elsewhere, as `DataCollatorForLanguageModeling` makes them.
+    """
+
+    def __init__(self, config: VanillaTransformerConfig):
+        config = single_stack_config(config)
+        super().__init__(config)
+        self.model = VanillaTransformerEncoder(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self._tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,  # (B, S)
+        attention_mask: torch.Tensor | None = None,  # (B, S), 1 for tokens, 0 for padding
+        inputs_embeds: torch.Tensor | None = None,  # (B, S, D), already scaled
+        labels: torch.LongTensor | None = None,  # (B, S): original ids where masked, -100 elsewhere
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> MaskedLMOutput:
+        if labels is not None:
+            inputs = input_ids if input_ids is not None else inputs_embeds
+            if inputs is not None and tuple(labels.shape) != tuple(inputs.shape[:2]):
+                raise ValueError(f"labels must have the shape of input_ids {tuple(inputs.shape[:2])}, "
+                                 f"got {tuple(labels.shape)}.")
+            check_token_ids(labels.masked_fill(labels == -100, 0), self.config.vocab_size, "labels")
+        num_items_in_batch = kwargs.pop("num_items_in_batch", None)
+        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs)
+        logits = self.lm_head(outputs.last_hidden_state)  # (B, S, V)
+
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size,
+                                      num_items_in_batch=num_items_in_batch)
+        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                              attentions=outputs.attentions)
+
+
+class VanillaTransformerForSequenceClassification(VanillaTransformerPreTrainedModel):
+    """The encoder-only Transformer as a sequence classifier (or regressor).
+
+    Pooling: the mean of the encoder's output vectors over the tokens of each sequence, the padding left out
+    (`attention_mask`; without one, every position counts); then dropout and one linear layer to `num_labels` scores.
+    A sentence therefore gets the same scores alone or padded in a batch, and no special classification token is
+    needed.
+
+    The loss follows `config.problem_type` as in transformers: "regression" (mean squared error; the default for
+    `num_labels=1`), "single_label_classification" (cross-entropy; the default for integer labels) or
+    "multi_label_classification" (binary cross-entropy per label; the default for float labels).
+    Built from the `encoder_*` fields of the config and `vocab_size`.
+    """
+
+    def __init__(self, config: VanillaTransformerConfig):
+        config = single_stack_config(config)
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = VanillaTransformerEncoder(config)
+        self.classifier = nn.Linear(config.d_model, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,  # (B, S)
+        attention_mask: torch.Tensor | None = None,  # (B, S), 1 for tokens, 0 for padding
+        inputs_embeds: torch.Tensor | None = None,  # (B, S, D), already scaled
+        labels: torch.Tensor | None = None,  # (B,) class ids, (B, num_labels) floats, or (B,) / (B, 1) targets
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> SequenceClassifierOutput:
+        kwargs.pop("num_items_in_batch", None)  # one label per sequence: the mean over the batch is the loss
+        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs)
+        hidden_states = outputs.last_hidden_state  # (B, S, D)
+        if attention_mask is None:
+            pooled = hidden_states.mean(dim=1)  # (B, D)
+        else:
+            weights = attention_mask.to(hidden_states.dtype).unsqueeze(-1)  # (B, S, 1)
+            pooled = (hidden_states * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)  # (B, D)
+        pooled = F.dropout(pooled, p=self.config.dropout, training=self.training)
+        logits = self.classifier(pooled)  # (B, num_labels)
+
+        loss = None
+        if labels is not None:
+            self.check_labels(labels, logits.shape[0])
+            loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
+        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                        attentions=outputs.attentions)
+
+    def check_labels(self, labels: torch.Tensor, batch: int) -> None:
+        """A ValueError for labels that do not fit the problem type, before a loss would fail or broadcast."""
+        num_labels = self.config.num_labels
+        problem_type = self.config.problem_type
+        if problem_type is None:  # as transformers infers it
+            integer = labels.dtype in (torch.long, torch.int)
+            problem_type = ("regression" if num_labels == 1 else "single_label_classification" if integer
+                            else "multi_label_classification")
+        if problem_type == "single_label_classification":
+            if labels.shape != (batch,) or labels.is_floating_point():
+                raise ValueError(f"Single-label classification needs labels of shape ({batch},) holding class ids, "
+                                 f"got {labels.dtype} labels of shape {tuple(labels.shape)}.")
+            bad = (labels < 0) | (labels >= num_labels)
+            if not is_torchdynamo_compiling() and bad.any():
+                raise ValueError(f"labels contains class {int(labels[bad][0])}, but this model has {num_labels} labels "
+                                 f"(valid classes are 0..{num_labels - 1}).")
+        elif problem_type == "multi_label_classification":
+            if labels.shape != (batch, num_labels):
+                raise ValueError(f"Multi-label classification needs labels of shape ({batch}, {num_labels}) "
+                                 f"(one 0/1 value per label), got {tuple(labels.shape)}.")
+        elif labels.numel() != batch * num_labels:
+            raise ValueError(f"Regression needs {num_labels} target(s) per sequence, got labels of shape "
+                             f"{tuple(labels.shape)} for a batch of {batch}.")
+
+
 __all__ = [
     "VanillaTransformerPreTrainedModel",
     "VanillaTransformerEncoder",
     "VanillaTransformerDecoder",
     "VanillaTransformerModel",
     "VanillaTransformerForConditionalGeneration",
+    "VanillaTransformerForCausalLM",
+    "VanillaTransformerForMaskedLM",
+    "VanillaTransformerForSequenceClassification",
     "sinusoidal_position_encoding",
     "shift_tokens_right",
 ]

@@ -4,10 +4,23 @@ import functools
 import re
 
 import transformers.pipelines as pipelines
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoModelForSeq2SeqLM,
+    AutoModelForSequenceClassification,
+)
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, VanillaTransformerModel
+from .modeling_vanilla_transformer import (
+    VanillaTransformerForCausalLM,
+    VanillaTransformerForConditionalGeneration,
+    VanillaTransformerForMaskedLM,
+    VanillaTransformerForSequenceClassification,
+    VanillaTransformerModel,
+)
 from .pipeline_translation import TranslationPipeline
 
 
@@ -15,17 +28,27 @@ from .pipeline_translation import TranslationPipeline
 TRANSLATION_TASK = re.compile(r"translation(_[^_]+_to_[^_]+)?")
 
 
+# Each model class and the Auto class that builds it from a VanillaTransformerConfig: the encoder-decoder (the paper's
+# model), the decoder-only language model and the two encoder-only models.
+AUTO_CLASSES = (
+    (AutoModel, VanillaTransformerModel),
+    (AutoModelForSeq2SeqLM, VanillaTransformerForConditionalGeneration),
+    (AutoModelForCausalLM, VanillaTransformerForCausalLM),
+    (AutoModelForMaskedLM, VanillaTransformerForMaskedLM),
+    (AutoModelForSequenceClassification, VanillaTransformerForSequenceClassification),
+)
+
+
 def register() -> None:
-    """Make `AutoConfig`, `AutoModel` and `AutoModelForSeq2SeqLM` know `model_type="vanilla_transformer"`, mark the
-    classes for remote code so that `save_pretrained` writes `auto_map` and copies the source files, and make
+    """Make `AutoConfig` and the Auto model classes of `AUTO_CLASSES` know `model_type="vanilla_transformer"`, mark
+    the classes for remote code so that `save_pretrained` writes `auto_map` and copies the source files, and make
     `pipeline("translation")` / `pipeline("translation_xx_to_yy")` build a `TranslationPipeline`."""
     if VanillaTransformerConfig.model_type not in AutoConfig.for_model.__globals__["CONFIG_MAPPING"]:
         AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig)
-        AutoModel.register(VanillaTransformerConfig, VanillaTransformerModel)
-        AutoModelForSeq2SeqLM.register(VanillaTransformerConfig, VanillaTransformerForConditionalGeneration)
     VanillaTransformerConfig.register_for_auto_class()
-    VanillaTransformerModel.register_for_auto_class("AutoModel")
-    VanillaTransformerForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
+    for auto_class, model_class in AUTO_CLASSES:
+        auto_class.register(VanillaTransformerConfig, model_class, exist_ok=True)
+        model_class.register_for_auto_class(auto_class.__name__)
     register_translation_pipeline()
 
 

@@ -53,6 +53,10 @@ class AttentionMap:
     attended to. For `kind="cross"` the queries are the target tokens the decoder outputs (row i is the step that
     produced target token i) and the keys are the source tokens; for `"encoder"` both are the source tokens; for
     `"decoder"` both are the decoder's input tokens (`<s>` then the target shifted right).
+
+    For the models with one stack, `source` is the text: the encoder-only models' input (`"encoder"`), or the
+    decoder-only model's prompt, followed by `target` as its continuation (`"decoder"`; queries and keys are the
+    prompt's and the continuation's tokens).
     """
 
     weights: np.ndarray  # (H, Q, K)
@@ -99,6 +103,8 @@ def attention_weights(
     config = model.config
     num_layers = config.encoder_layers if kind == "encoder" else config.decoder_layers
     side = "encoder" if kind == "encoder" else "decoder"
+    if not config.is_encoder_decoder:
+        return _single_stack_attention_weights(model, tokenizer, text, target, kind, layer, generate_kwargs)
     layer = _check_index(layer, num_layers, "layer", f"the {side} has {num_layers} layers")
 
     device = next(model.parameters()).device
@@ -144,6 +150,55 @@ def attention_weights(
         num_layers=num_layers,
         source=text,
         target=target,
+        target_generated=target_generated,
+    )
+
+
+def _single_stack_attention_weights(model, tokenizer, text: str, target: str | None, kind: str, layer: int,
+                                    generate_kwargs: dict | None) -> AttentionMap:
+    """`attention_weights` of a decoder-only model (`kind="decoder"`: the prompt, then `target` or the model's own
+    continuation) or an encoder-only one (`kind="encoder"`: the text)."""
+    config = model.config
+    decoder_only = model.can_generate()
+    stack = "decoder-only" if decoder_only else "encoder-only"
+    if kind != ("decoder" if decoder_only else "encoder"):
+        raise ValueError(f"kind={kind!r} does not exist in this {stack} model: its attention is kind="
+                         f"{'decoder' if decoder_only else 'encoder'!r} (self-attention{', masked' if decoder_only else ''})")
+    if target is not None and not decoder_only:
+        raise ValueError("an encoder-only model reads one text: give no target")
+    num_layers = config.decoder_layers if decoder_only else config.encoder_layers
+    layer = _check_index(layer, num_layers, "layer", f"the {stack} model has {num_layers} layers")
+    device = next(model.parameters()).device
+    # a prompt is tokenized as pipeline("text-generation") does: without special tokens (no end-of-text after it)
+    input_ids = tokenizer(text, add_special_tokens=not decoder_only, return_tensors="pt")["input_ids"].to(device)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            target_generated = decoder_only and target is None
+            if target_generated:
+                generated = model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                                           **(generate_kwargs or {}))[0]
+                target = tokenizer.decode(generated[input_ids.shape[1] :], skip_special_tokens=True)
+                input_ids = generated[None]
+            elif decoder_only:
+                if not target.strip():
+                    raise ValueError("the target text is empty; leave it out to attend over the model's continuation")
+                continuation = tokenizer(target, add_special_tokens=False, return_tensors="pt")["input_ids"]
+                input_ids = torch.cat([input_ids, continuation.to(device)], dim=1)
+            outputs = model(input_ids=input_ids, output_attentions=True)
+    finally:
+        model.train(was_training)
+    tokens = tokenizer.convert_ids_to_tokens(input_ids[0].tolist())
+    return AttentionMap(
+        weights=outputs.attentions[layer][0].float().cpu().numpy(),  # (H, L, L)
+        query_tokens=tokens,
+        key_tokens=tokens,
+        kind=kind,
+        layer=layer,
+        num_layers=num_layers,
+        source=text,
+        target=target or "",
         target_generated=target_generated,
     )
 
@@ -204,9 +259,18 @@ def plot_attention(
 
     ncols = min(range(1, min(len(panels), 6) + 1), key=badness)
     nrows = math.ceil(len(panels) / ncols)
-    target_note = "the model's translation" if attention.target_generated else "given target"
+    if model.config.is_encoder_decoder:
+        target_note = "the model's translation" if attention.target_generated else "given target"
+        sentences = (f"{textwrap.shorten(attention.source, 70)!r} → {textwrap.shorten(attention.target, 70)!r} "
+                     f"({target_note})")
+    elif attention.target:  # decoder-only: the prompt and its continuation
+        target_note = "the model's continuation" if attention.target_generated else "given continuation"
+        sentences = (f"{textwrap.shorten(attention.source, 70)!r} + {textwrap.shorten(attention.target, 70)!r} "
+                     f"({target_note})")
+    else:
+        sentences = repr(textwrap.shorten(attention.source, 140))
     title = (f"{_TITLES[attention.kind]}, layer {attention.layer} of {attention.num_layers} (counted from 0)\n"
-             f"{textwrap.shorten(attention.source, 70)!r} → {textwrap.shorten(attention.target, 70)!r} ({target_note})")
+             f"{sentences}")
     if figsize is None:
         title_width = 0.085 * max(len(line) for line in title.splitlines())  # 10-point characters
         figsize = (max(ncols * panel_width + 1.2, title_width), nrows * panel_height + 0.8)
@@ -464,8 +528,9 @@ def add_subcommand(subparsers) -> None:
     parser = kinds.add_parser("attention", help="attention heatmaps of a saved model for one sentence",
                               description=plot_attention.__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, metavar="DIR", help="folder written by save_pretrained (model + tokenizer)")
-    parser.add_argument("--text", required=True, help="source sentence")
-    parser.add_argument("--target", help="target sentence (default: the model's own translation)")
+    parser.add_argument("--text", required=True, help="source sentence (a decoder-only model's prompt)")
+    parser.add_argument("--target", help="target sentence (default: the model's own translation, or a decoder-only "
+                                         "model's own continuation)")
     parser.add_argument("--kind", choices=ATTENTION_KINDS, default="cross",
                         help="cross = decoder over source (default), encoder / decoder = self-attention")
     parser.add_argument("--layer", type=int, default=-1, help="layer index from 0; negative counts from the last (default -1)")
@@ -523,10 +588,34 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, draw) -> Non
     print(f"Wrote {args.out} ({round(width)}x{round(height)} pixels)")
 
 
-def _attention(args: argparse.Namespace):
+# A folder saved from a decoder-only or encoder-only model records its class in config.json (`architectures`).
+_SINGLE_STACK_AUTO_CLASSES = {
+    "VanillaTransformerForCausalLM": "AutoModelForCausalLM",
+    "VanillaTransformerForMaskedLM": "AutoModelForMaskedLM",
+    "VanillaTransformerForSequenceClassification": "AutoModelForSequenceClassification",
+}
+
+
+def _load_any_model_and_tokenizer(path: str, device: str | None):
+    """A saved folder's model as the class it was saved from, and its tokenizer."""
+    import transformers
+
     from .translate import load_model_and_tokenizer
 
-    model, tokenizer = load_model_and_tokenizer(args.model, args.device)
+    model, tokenizer = None, None
+    if os.path.isfile(os.path.join(path, "config.json")):
+        architectures = transformers.AutoConfig.from_pretrained(path).architectures or []
+        auto_class = _SINGLE_STACK_AUTO_CLASSES.get(architectures[0] if architectures else None)
+        if auto_class is not None:
+            model = getattr(transformers, auto_class).from_pretrained(path)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+            device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+            return model.to(device).eval(), tokenizer
+    return load_model_and_tokenizer(path, device)
+
+
+def _attention(args: argparse.Namespace):
+    model, tokenizer = _load_any_model_and_tokenizer(args.model, args.device)
     generate_kwargs = {name: getattr(args, name) for name in ("num_beams", "max_new_tokens")
                        if getattr(args, name) is not None}
     return plot_attention(model, tokenizer, args.text, args.target, kind=args.kind, layer=args.layer, head=args.head,

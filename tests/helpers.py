@@ -3,9 +3,12 @@
 (pytest fixtures live in conftest.py; this is a plain module the tests import: `from helpers import tiny_model`.)
 """
 
+import math
 import pathlib
 
+import numpy as np
 import torch
+from torch import nn
 
 import vanilla_transformer
 
@@ -49,3 +52,33 @@ def random_batch(seed: int, vocab_size: int = 53, batch: int = 3, length: int = 
     attention_mask = (torch.arange(length)[None, :] < lengths[:, None]).long()
     input_ids = input_ids.masked_fill(attention_mask == 0, 0)  # pad id 0
     return input_ids, attention_mask
+
+
+# Oracles written out independently of the model: the paper's positional encoding (section 3.5), and copies of our
+# weights into torch.nn's own Transformer layers.
+
+
+def paper_positional_encoding(length: int, d_model: int) -> np.ndarray:
+    pe = np.zeros((length, d_model))
+    for pos in range(length):
+        for i in range(d_model // 2):
+            pe[pos, 2 * i] = math.sin(pos / 10000 ** (2 * i / d_model))
+            pe[pos, 2 * i + 1] = math.cos(pos / 10000 ** (2 * i / d_model))
+    return pe
+
+
+@torch.no_grad()
+def copy_attention(theirs: nn.MultiheadAttention, ours) -> None:
+    """torch fuses [W_Q; W_K; W_V] into one `in_proj`; ours keeps them apart, as BART and Marian do."""
+    theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
+    theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+    theirs.out_proj.load_state_dict(ours.out_proj.state_dict())
+
+
+@torch.no_grad()
+def copy_encoder_layer(theirs: nn.TransformerEncoderLayer, ours) -> None:
+    copy_attention(theirs.self_attn, ours.self_attn)
+    theirs.linear1.load_state_dict(ours.fc1.state_dict())
+    theirs.linear2.load_state_dict(ours.fc2.state_dict())
+    theirs.norm1.load_state_dict(ours.self_attn_layer_norm.state_dict())
+    theirs.norm2.load_state_dict(ours.final_layer_norm.state_dict())

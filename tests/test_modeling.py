@@ -22,7 +22,7 @@ from vanilla_transformer import (
     sinusoidal_position_encoding,
 )
 
-from helpers import random_batch, tiny_config, tiny_model
+from helpers import copy_attention, copy_encoder_layer, paper_positional_encoding, random_batch, tiny_config, tiny_model
 
 ATOL = 1e-5
 
@@ -135,15 +135,6 @@ def test_auto_classes_know_the_model():
 # Section 3.5: positional encoding, against the paper's formula written out independently.
 
 
-def paper_positional_encoding(length: int, d_model: int) -> np.ndarray:
-    pe = np.zeros((length, d_model))
-    for pos in range(length):
-        for i in range(d_model // 2):
-            pe[pos, 2 * i] = math.sin(pos / 10000 ** (2 * i / d_model))
-            pe[pos, 2 * i + 1] = math.cos(pos / 10000 ** (2 * i / d_model))
-    return pe
-
-
 def test_sinusoidal_encoding_is_the_papers_formula_for_any_length():
     ours = sinusoidal_position_encoding(torch.arange(300), 32).numpy()
     np.testing.assert_allclose(ours, paper_positional_encoding(300, 32), atol=1e-12)
@@ -157,23 +148,6 @@ def test_sinusoidal_encoding_is_the_papers_formula_for_any_length():
 
 # ---------------------------------------------------------------------------------------------------------------
 # Architecture oracle: torch.nn.TransformerEncoder/Decoder (post-LN, ReLU) with our weights copied in.
-
-
-@torch.no_grad()
-def copy_attention(theirs: nn.MultiheadAttention, ours) -> None:
-    """torch fuses [W_Q; W_K; W_V] into one `in_proj`; ours keeps them apart, as BART and Marian do."""
-    theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
-    theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
-    theirs.out_proj.load_state_dict(ours.out_proj.state_dict())
-
-
-@torch.no_grad()
-def copy_encoder_layer(theirs: nn.TransformerEncoderLayer, ours) -> None:
-    copy_attention(theirs.self_attn, ours.self_attn)
-    theirs.linear1.load_state_dict(ours.fc1.state_dict())
-    theirs.linear2.load_state_dict(ours.fc2.state_dict())
-    theirs.norm1.load_state_dict(ours.self_attn_layer_norm.state_dict())
-    theirs.norm2.load_state_dict(ours.final_layer_norm.state_dict())
 
 
 def torch_stacks_with_our_weights(model: VanillaTransformerForConditionalGeneration):

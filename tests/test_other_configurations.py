@@ -4,10 +4,6 @@ the encoder-decoder model's own encoder, full recomputation, argmax loops, rows 
 Auto classes, generate, pipelines, save/load and remote code."""
 
 import math
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
@@ -28,8 +24,7 @@ from vanilla_transformer import (
     VanillaTransformerForSequenceClassification,
 )
 
-from conftest import random_batch, tiny_config
-from test_modeling import copy_encoder_layer, paper_positional_encoding
+from helpers import copy_encoder_layer, paper_positional_encoding, random_batch, tiny_config
 
 ATOL = 1e-5
 

@@ -18,7 +18,7 @@ the export is a mapping, written here with CTranslate2's own spec API:
 | `decoder_start_token_id`, `eos_token_id`, `layer_norm_eps` | `decoder_start_token`, `eos_token`, `layer_norm_epsilon` |
 
 Sinusoids are written as a table of max(`max_position_embeddings`, 1024) positions (learned positions as the
-`max_position_embeddings` they have); longer inputs are refused with a clear error by `CTranslate2Translator`.
+`max_position_embeddings` they have); CTranslate2 refuses longer inputs and outputs with an error naming the length.
 
 The folder holds CTranslate2's model.bin, config.json and vocabularies, the checkpoint's tokenizer files and its
 generation_config.json, whose decoding defaults (beam size, length penalty, maximum length, tokens never to generate)
@@ -301,7 +301,7 @@ class CTranslate2Translator:
     `generate(input_ids, attention_mask, num_beams=..., max_new_tokens=...)` takes the tokenizer's padded ids and
     returns the generated ids, decoded with the folder's generation config unless told otherwise.
 
-    `device` ("cpu", "cuda", "cuda:1"), `compute_type` ("default": as exported; "int8", "float32", ...) and the
+    `device` ("cpu", "cuda", "cuda:1", "auto": CUDA when CTranslate2 finds it), `compute_type` ("default": as exported; "int8", "float32", ...) and the
     thread counts go to `ctranslate2.Translator`.
     """
 
@@ -318,6 +318,8 @@ class CTranslate2Translator:
         if not is_ctranslate2_folder(folder):
             raise FileNotFoundError(f"{folder} is not a CTranslate2 folder (it has no model.bin and config.json); "
                                     "make one with: vanilla-transformer export ctranslate2 CHECKPOINT OUT")
+        if device == "auto":
+            device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
         device_type, _, index = str(device).partition(":")
         if device_type not in ("cpu", "cuda") or (index and not index.isdigit()):
             raise ValueError(f"device {device!r} is not one CTranslate2 runs on (cpu, cuda, cuda:1, ...)")
@@ -333,7 +335,6 @@ class CTranslate2Translator:
         self.device = torch.device("cpu")  # where generate() takes its inputs
         self.source_tokens, self.target_tokens = self._read_vocabularies(folder)
         self.target_ids = {token: i for i, token in enumerate(self.target_tokens)}
-        self.max_positions = json.loads((folder / "config.json").read_text()).get("max_positions")
         self.generation_config = (GenerationConfig.from_pretrained(folder)
                                   if (folder / "generation_config.json").is_file() else GenerationConfig())
 
@@ -380,13 +381,12 @@ class CTranslate2Translator:
         options = self.translate_options(**kwargs)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        lengths = attention_mask.sum(dim=1).tolist()
-        if self.max_positions and max(lengths) > self.max_positions:
-            raise ValueError(f"An input has {max(lengths)} tokens, more than the {self.max_positions} positions this "
-                             "CTranslate2 model encodes; shorten it or export with a longer position table.")
         rows = [[self.source_tokens[i] for i, keep in zip(ids, mask) if keep]
                 for ids, mask in zip(input_ids.tolist(), attention_mask.tolist())]
-        results = self.translator.translate_batch(rows, max_input_length=0, **options)
+        try:
+            results = self.translator.translate_batch(rows, max_input_length=0, **options)
+        except RuntimeError as error:  # e.g. "No position encodings are defined for positions >= 1024, ..."
+            raise ValueError(f"CTranslate2 cannot translate this batch: {error}") from None
         return [[self.target_ids[token] for token in result.hypotheses[0]] for result in results]
 
 

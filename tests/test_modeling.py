@@ -101,12 +101,18 @@ def test_sinusoidal_encoding_is_the_papers_formula_for_any_length():
 
 
 @torch.no_grad()
+def copy_attention(theirs: nn.MultiheadAttention, ours) -> None:
+    """torch fuses [W_Q; W_K; W_V] into one `in_proj`; ours keeps them apart, as BART and Marian do."""
+    theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
+    theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+    theirs.out_proj.load_state_dict(ours.out_proj.state_dict())
+
+
+@torch.no_grad()
 def copy_encoder_layer(theirs: nn.TransformerEncoderLayer, ours) -> None:
-    theirs.self_attn.in_proj_weight.copy_(ours.self_attn.qkv_proj.weight)  # [W_Q; W_K; W_V], fused in both
-    theirs.self_attn.in_proj_bias.copy_(ours.self_attn.qkv_proj.bias)
-    theirs.self_attn.out_proj.load_state_dict(ours.self_attn.out_proj.state_dict())
-    theirs.linear1.load_state_dict(ours.feed_forward.fc1.state_dict())
-    theirs.linear2.load_state_dict(ours.feed_forward.fc2.state_dict())
+    copy_attention(theirs.self_attn, ours.self_attn)
+    theirs.linear1.load_state_dict(ours.fc1.state_dict())
+    theirs.linear2.load_state_dict(ours.fc2.state_dict())
     theirs.norm1.load_state_dict(ours.self_attn_layer_norm.state_dict())
     theirs.norm2.load_state_dict(ours.final_layer_norm.state_dict())
 
@@ -128,15 +134,10 @@ def torch_stacks_with_our_weights(model: VanillaTransformerForConditionalGenerat
         for theirs, ours in zip(encoder.layers, model.model.encoder.layers):
             copy_encoder_layer(theirs, ours)
         for theirs, ours in zip(decoder.layers, model.model.decoder.layers):
-            theirs.self_attn.in_proj_weight.copy_(ours.self_attn.qkv_proj.weight)
-            theirs.self_attn.in_proj_bias.copy_(ours.self_attn.qkv_proj.bias)
-            theirs.self_attn.out_proj.load_state_dict(ours.self_attn.out_proj.state_dict())
-            cross = ours.encoder_attn
-            theirs.multihead_attn.in_proj_weight.copy_(torch.cat([cross.q_proj.weight, cross.kv_proj.weight]))
-            theirs.multihead_attn.in_proj_bias.copy_(torch.cat([cross.q_proj.bias, cross.kv_proj.bias]))
-            theirs.multihead_attn.out_proj.load_state_dict(cross.out_proj.state_dict())
-            theirs.linear1.load_state_dict(ours.feed_forward.fc1.state_dict())
-            theirs.linear2.load_state_dict(ours.feed_forward.fc2.state_dict())
+            copy_attention(theirs.self_attn, ours.self_attn)
+            copy_attention(theirs.multihead_attn, ours.encoder_attn)
+            theirs.linear1.load_state_dict(ours.fc1.state_dict())
+            theirs.linear2.load_state_dict(ours.fc2.state_dict())
             theirs.norm1.load_state_dict(ours.self_attn_layer_norm.state_dict())
             theirs.norm2.load_state_dict(ours.encoder_attn_layer_norm.state_dict())
             theirs.norm3.load_state_dict(ours.final_layer_norm.state_dict())

@@ -11,8 +11,9 @@ Both families are the Transformer of the paper with a few variations, and each v
 | output | `final_logits_bias` | no bias |
 | decoder start | `<pad>` | `</s>` |
 
-Weights are mapped key by key with shape checks (q, k and v fused into `qkv_proj`, the cross-attention k and v into
-`kv_proj`). The generation config and the tokenizer files are carried over, and the model card names the origin.
+The layer weights have the same names in all three (BART's: `self_attn.q_proj`, `fc1`, ...) and are copied name for
+name with shape checks; only the embeddings and the output projection change names. The generation config and the
+tokenizer files are carried over, and the model card names the origin.
 
     vanilla-transformer convert marian path/to/opus-mt-en-de opus-mt-en-de-vanilla
 """
@@ -134,52 +135,49 @@ CONFIG_CONVERTERS: dict[str, Callable] = {"marian": marian_config, "fsmt": fsmt_
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Weights: our key -> the source keys whose tensors it is (concatenated along dim 0 for fused projections).
+# Weights: our key -> the source key whose tensor it is.
+
+# The layers of both families are named as BART's, and so are ours: every layer weight is copied name for name.
+ATTENTION_WEIGHTS = ("q_proj", "k_proj", "v_proj", "out_proj")
+ENCODER_LAYER_WEIGHTS = (*(f"self_attn.{w}" for w in ATTENTION_WEIGHTS), "self_attn_layer_norm", "fc1", "fc2",
+                         "final_layer_norm")
+DECODER_LAYER_WEIGHTS = (*ENCODER_LAYER_WEIGHTS, *(f"encoder_attn.{w}" for w in ATTENTION_WEIGHTS),
+                         "encoder_attn_layer_norm")
 
 
-def layer_weight_map(encoder_layers: int, decoder_layers: int) -> dict[str, list[str]]:
-    """The layers of both families are named as BART's (`self_attn.q_proj`, `fc1`, `encoder_attn_layer_norm`, ...)."""
+def layer_weight_map(encoder_layers: int, decoder_layers: int) -> dict[str, str]:
     mapping = {}
-    for side, count in (("encoder", encoder_layers), ("decoder", decoder_layers)):
+    for side, count, names in (("encoder", encoder_layers, ENCODER_LAYER_WEIGHTS),
+                               ("decoder", decoder_layers, DECODER_LAYER_WEIGHTS)):
         for i in range(count):
-            prefix = f"model.{side}.layers.{i}"
-            for p in ("weight", "bias"):
-                mapping[f"{prefix}.self_attn.qkv_proj.{p}"] = [f"{prefix}.self_attn.{x}_proj.{p}" for x in "qkv"]
-                mapping[f"{prefix}.self_attn.out_proj.{p}"] = [f"{prefix}.self_attn.out_proj.{p}"]
-                mapping[f"{prefix}.self_attn_layer_norm.{p}"] = [f"{prefix}.self_attn_layer_norm.{p}"]
-                if side == "decoder":
-                    mapping[f"{prefix}.encoder_attn.q_proj.{p}"] = [f"{prefix}.encoder_attn.q_proj.{p}"]
-                    mapping[f"{prefix}.encoder_attn.kv_proj.{p}"] = [f"{prefix}.encoder_attn.{x}_proj.{p}"
-                                                                     for x in "kv"]
-                    mapping[f"{prefix}.encoder_attn.out_proj.{p}"] = [f"{prefix}.encoder_attn.out_proj.{p}"]
-                    mapping[f"{prefix}.encoder_attn_layer_norm.{p}"] = [f"{prefix}.encoder_attn_layer_norm.{p}"]
-                mapping[f"{prefix}.feed_forward.fc1.{p}"] = [f"{prefix}.fc1.{p}"]
-                mapping[f"{prefix}.feed_forward.fc2.{p}"] = [f"{prefix}.fc2.{p}"]
-                mapping[f"{prefix}.final_layer_norm.{p}"] = [f"{prefix}.final_layer_norm.{p}"]
+            for name in names:
+                for p in ("weight", "bias"):
+                    key = f"model.{side}.layers.{i}.{name}.{p}"
+                    mapping[key] = key
     return mapping
 
 
-def marian_weight_map(source_config) -> dict[str, list[str]]:
+def marian_weight_map(source_config) -> dict[str, str]:
     mapping = layer_weight_map(source_config.encoder_layers, source_config.decoder_layers)
     shared = source_config.share_encoder_decoder_embeddings
     mapping.update({
         # ours always names the source embedding `shared`; Marian only when it is shared
-        "model.shared.weight": ["model.shared.weight" if shared else "model.encoder.embed_tokens.weight"],
-        "model.encoder.embed_tokens.weight": ["model.encoder.embed_tokens.weight"],
-        "model.decoder.embed_tokens.weight": ["model.decoder.embed_tokens.weight"],
-        "lm_head.weight": ["lm_head.weight"],
-        "final_logits_bias": ["final_logits_bias"],
+        "model.shared.weight": "model.shared.weight" if shared else "model.encoder.embed_tokens.weight",
+        "model.encoder.embed_tokens.weight": "model.encoder.embed_tokens.weight",
+        "model.decoder.embed_tokens.weight": "model.decoder.embed_tokens.weight",
+        "lm_head.weight": "lm_head.weight",
+        "final_logits_bias": "final_logits_bias",
     })
     return mapping
 
 
-def fsmt_weight_map(source_config) -> dict[str, list[str]]:
+def fsmt_weight_map(source_config) -> dict[str, str]:
     mapping = layer_weight_map(source_config.encoder_layers, source_config.decoder_layers)
     mapping.update({
-        "model.shared.weight": ["model.encoder.embed_tokens.weight"],
-        "model.encoder.embed_tokens.weight": ["model.encoder.embed_tokens.weight"],
-        "model.decoder.embed_tokens.weight": ["model.decoder.embed_tokens.weight"],
-        "lm_head.weight": ["model.decoder.output_projection.weight"],
+        "model.shared.weight": "model.encoder.embed_tokens.weight",
+        "model.encoder.embed_tokens.weight": "model.encoder.embed_tokens.weight",
+        "model.decoder.embed_tokens.weight": "model.decoder.embed_tokens.weight",
+        "lm_head.weight": "model.decoder.output_projection.weight",
     })
     return mapping
 
@@ -187,7 +185,7 @@ def fsmt_weight_map(source_config) -> dict[str, list[str]]:
 WEIGHT_MAPS: dict[str, Callable] = {"marian": marian_weight_map, "fsmt": fsmt_weight_map}
 
 
-def map_weights(model: torch.nn.Module, source_state: dict[str, torch.Tensor], mapping: dict[str, list[str]]
+def map_weights(model: torch.nn.Module, source_state: dict[str, torch.Tensor], mapping: dict[str, str]
                 ) -> dict[str, torch.Tensor]:
     """Our state dict, filled from `source_state` by `mapping`, with every shape checked and every source key used."""
     ours = model.state_dict()
@@ -195,14 +193,13 @@ def map_weights(model: torch.nn.Module, source_state: dict[str, torch.Tensor], m
         raise RuntimeError(f"The weight map does not cover the model: {sorted(set(ours) ^ set(mapping))[:8]}")
     state = {}
     for key, target in ours.items():
-        missing = [k for k in mapping[key] if k not in source_state]
-        if missing:
-            raise ConversionError(f"The source checkpoint has no weight {missing[0]!r} (needed for {key!r}).")
-        parts = [source_state[k] for k in mapping[key]]
-        tensor = torch.cat(parts, dim=0) if len(parts) > 1 else parts[0]
+        source_key = mapping[key]
+        if source_key not in source_state:
+            raise ConversionError(f"The source checkpoint has no weight {source_key!r} (needed for {key!r}).")
+        tensor = source_state[source_key]
         if tensor.shape != target.shape:
             raise ConversionError(
-                f"{' + '.join(mapping[key])} has shape {tuple(tensor.shape)}, but the converted config makes {key!r} "
+                f"{source_key} has shape {tuple(tensor.shape)}, but the converted config makes {key!r} "
                 f"{tuple(target.shape)}: the checkpoint's weights do not match its config."
             )
         state[key] = tensor
@@ -216,12 +213,11 @@ def map_weights(model: torch.nn.Module, source_state: dict[str, torch.Tensor], m
         for other in names[1:]:
             if not torch.equal(state[first], state[other]):
                 raise ConversionError(
-                    f"{mapping[first][0]!r} and {mapping[other][0]!r} differ, but the source config says they are one "
+                    f"{mapping[first]!r} and {mapping[other]!r} differ, but the source config says they are one "
                     "tied matrix: the checkpoint is inconsistent."
                 )
 
-    used = {k for keys in mapping.values() for k in keys}
-    unused = sorted(set(source_state) - used - set(POSITION_TABLES))
+    unused = sorted(set(source_state) - set(mapping.values()) - set(POSITION_TABLES))
     if unused:
         raise ConversionError(f"The source checkpoint has weights this conversion does not know: {unused[:5]}.")
     return state

@@ -238,10 +238,10 @@ def eager_attention_forward(
 class MultiHeadAttention(nn.Module):
     """Section 3.2.2: MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
-    The h per-head projections are one matrix each for Q, K and V, and those are fused into one `Linear`: (Q, K, V)
-    from the same states in self-attention (`qkv_proj`), Q from the decoder and (K, V) from the encoder output in
-    encoder-decoder attention (`q_proj`, `kv_proj`). The cross-attention keys and values are computed once per
-    source sentence and kept in the cache.
+    The h per-head projections are one matrix each for Q, K and V (`q_proj`, `k_proj`, `v_proj`), and W^O is
+    `out_proj`: the names of BART and Marian, so their checkpoints and their users' LoRA targets find them. In
+    encoder-decoder attention the queries come from the decoder and the keys and values from the encoder output; those
+    are computed once per source sentence and kept in the cache.
     """
 
     def __init__(self, config: VanillaTransformerConfig, num_heads: int, is_cross_attention: bool = False,
@@ -256,19 +256,15 @@ class MultiHeadAttention(nn.Module):
         self.is_causal = is_causal
         self.layer_idx = layer_idx
         d = config.d_model
-        if is_cross_attention:
-            self.q_proj = nn.Linear(d, d)
-            self.kv_proj = nn.Linear(d, 2 * d)
-            self.kv_proj.fused_projections = 2  # initialised as two d x d matrices, see _init_weights
-        else:
-            self.qkv_proj = nn.Linear(d, 3 * d)
-            self.qkv_proj.fused_projections = 3
-        self.out_proj = nn.Linear(d, d)
+        self.q_proj = nn.Linear(d, d)  # W^Q of all heads side by side
+        self.k_proj = nn.Linear(d, d)  # W^K
+        self.v_proj = nn.Linear(d, d)  # W^V
+        self.out_proj = nn.Linear(d, d)  # W^O
 
-    def _heads(self, x: torch.Tensor, n: int) -> tuple[torch.Tensor, ...]:
-        """(B, L, n*D) -> n tensors of (B, H, L, Dh)."""
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, L, D) -> (B, H, L, Dh)."""
         batch, length, _ = x.shape
-        return x.view(batch, length, n, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        return x.view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
 
     def forward(
         self,
@@ -279,18 +275,20 @@ class MultiHeadAttention(nn.Module):
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         batch, length, _ = hidden_states.shape
+        query = self._heads(self.q_proj(hidden_states))  # (B, H, T, Dh)
         if self.is_cross_attention:
-            (query,) = self._heads(self.q_proj(hidden_states), 1)
             cache = past_key_values.cross_attention_cache if past_key_values is not None else None
             if cache is not None and past_key_values.is_updated.get(self.layer_idx, False):
                 key, value = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
             else:
-                key, value = self._heads(self.kv_proj(key_value_states), 2)  # (B, H, S, Dh) each
+                key = self._heads(self.k_proj(key_value_states))  # (B, H, S, Dh)
+                value = self._heads(self.v_proj(key_value_states))  # (B, H, S, Dh)
                 if cache is not None:
                     key, value = cache.update(key, value, self.layer_idx)
                     past_key_values.is_updated[self.layer_idx] = True
         else:
-            query, key, value = self._heads(self.qkv_proj(hidden_states), 3)  # (B, H, T, Dh) each
+            key = self._heads(self.k_proj(hidden_states))  # (B, H, T, Dh)
+            value = self._heads(self.v_proj(hidden_states))  # (B, H, T, Dh)
             if past_key_values is not None:
                 key, value = past_key_values.self_attention_cache.update(key, value, self.layer_idx)  # (B, H, P+T, Dh)
 
@@ -312,28 +310,10 @@ class MultiHeadAttention(nn.Module):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Section 3.3: position-wise feed-forward network.
-
-
-class PositionwiseFeedForward(nn.Module):
-    """Equation (2): FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 (ReLU unless `activation_function` says otherwise)."""
-
-    def __init__(self, config: VanillaTransformerConfig, ffn_dim: int):
-        super().__init__()
-        self.fc1 = nn.Linear(config.d_model, ffn_dim)
-        self.fc2 = nn.Linear(ffn_dim, config.d_model)
-        self.activation = ACT2FN[config.activation_function]
-        self.activation_dropout = config.activation_dropout
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.activation(self.fc1(x))  # (B, T, d_ff)
-        x = F.dropout(x, p=self.activation_dropout, training=self.training)
-        return self.fc2(x)
-
-
-# ----------------------------------------------------------------------------------------------------------------
 # Section 3.1: encoder and decoder layers. Each sub-layer is wrapped as LayerNorm(x + Dropout(Sublayer(x)))
-# (section 5.4 for the dropout); `normalize_before` gives x + Dropout(Sublayer(LayerNorm(x))) instead.
+# (section 5.4 for the dropout); `normalize_before` gives x + Dropout(Sublayer(LayerNorm(x))) instead. The
+# feed-forward network of section 3.3 is the last sub-layer of both; its two matrices are the layer's `fc1` and `fc2`,
+# where BART and Marian keep them.
 
 
 class ResidualLayer(GradientCheckpointingLayer):
@@ -341,6 +321,8 @@ class ResidualLayer(GradientCheckpointingLayer):
         super().__init__()
         self.normalize_before = config.normalize_before
         self.dropout = config.dropout
+        self.activation_fn = ACT2FN[config.activation_function]
+        self.activation_dropout = config.activation_dropout
 
     def sublayer_input(self, norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
         return norm(x) if self.normalize_before else x
@@ -349,15 +331,23 @@ class ResidualLayer(GradientCheckpointingLayer):
         x = residual + F.dropout(x, p=self.dropout, training=self.training)
         return x if self.normalize_before else norm(x)
 
+    def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Section 3.3, equation (2): FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 (ReLU unless `activation_function` says
+        otherwise), applied to each position separately. (B, L, D) -> (B, L, D)."""
+        x = self.activation_fn(self.fc1(x))  # (B, L, d_ff)
+        x = F.dropout(x, p=self.activation_dropout, training=self.training)
+        return self.fc2(x)
+
 
 class VanillaTransformerEncoderLayer(ResidualLayer):
-    """Multi-head self-attention, then the feed-forward network."""
+    """Multi-head self-attention, then the position-wise feed-forward network."""
 
     def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None):
         super().__init__(config)
         self.self_attn = MultiHeadAttention(config, config.encoder_attention_heads, layer_idx=layer_idx)
         self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.feed_forward = PositionwiseFeedForward(config, config.encoder_ffn_dim)
+        self.fc1 = nn.Linear(config.d_model, config.encoder_ffn_dim)  # W_1 of equation (2)
+        self.fc2 = nn.Linear(config.encoder_ffn_dim, config.d_model)  # W_2
         self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
 
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
@@ -381,7 +371,8 @@ class VanillaTransformerDecoderLayer(ResidualLayer):
         self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.encoder_attn = MultiHeadAttention(config, heads, is_cross_attention=True, layer_idx=layer_idx)
         self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.feed_forward = PositionwiseFeedForward(config, config.decoder_ffn_dim)
+        self.fc1 = nn.Linear(config.d_model, config.decoder_ffn_dim)  # W_1 of equation (2)
+        self.fc2 = nn.Linear(config.decoder_ffn_dim, config.d_model)  # W_2
         self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
 
     def forward(
@@ -421,15 +412,13 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module):
-        """Xavier-uniform linear layers (per head-projection block) and N(0, d_model^-0.5) embeddings, as tensor2tensor."""
+        """Xavier-uniform linear layers and N(0, d_model^-0.5) embeddings, as tensor2tensor."""
         std = self.config.init_std if self.config.init_std is not None else self.config.d_model**-0.5
         if isinstance(module, nn.Linear):
             if module is getattr(self, "lm_head", None):  # the pre-softmax projection is an embedding matrix (3.4)
                 init.normal_(module.weight, mean=0.0, std=std)
-            elif not getattr(module.weight, "_is_hf_initialized", False):
-                # fused q/k/v projections are initialised as the separate matrices they stand for
-                for block in module.weight.chunk(getattr(module, "fused_projections", 1), dim=0):
-                    nn.init.xavier_uniform_(block)
+            else:
+                init.xavier_uniform_(module.weight)
             if module.bias is not None:
                 init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
@@ -538,6 +527,7 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
+        past_key_values = kwargs.pop("cache", past_key_values)  # the argument's name from transformers 5.24 on
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of decoder_input_ids and decoder_inputs_embeds to the decoder.")
         if encoder_hidden_states is None:
@@ -655,6 +645,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput:
+        past_key_values = kwargs.pop("cache", past_key_values)  # the argument's name from transformers 5.24 on
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids,
@@ -795,6 +786,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         output_hidden_states: bool | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
+        past_key_values = kwargs.pop("cache", past_key_values)  # the argument's name from transformers 5.24 on
         if labels is not None:
             if labels.dim() != 2:
                 raise ValueError(f"labels must have shape (batch_size, target_length), got {tuple(labels.shape)}.")

@@ -13,7 +13,7 @@ the export is a mapping, written here with CTranslate2's own spec API:
 | sinusoids (any layout and frequencies), learned positions, `position_offset` | an explicit `position_encodings` table |
 | `skip_padding_positions` (fairseq) | the same table: CTranslate2 pads on the right, where the numbering is equal |
 | `scale_embedding` | `scale_embeddings` = sqrt(d_model) or 1 |
-| `qkv_proj`, cross-attention `q_proj` + `kv_proj` | `linear[0]` (fused q, k, v) / `linear[0]`, `linear[1]` (fused k, v) |
+| `q_proj`, `k_proj`, `v_proj`, `out_proj` | `linear[0]` = (q, k, v) fused; cross-attention `linear[0]` = q, `linear[1]` = (k, v) |
 | separate vocabularies, untied `lm_head`, `final_logits_bias` | source / target vocabulary, `projection` weight and bias |
 | `decoder_start_token_id`, `eos_token_id`, `layer_norm_eps` | `decoder_start_token`, `eos_token`, `layer_norm_epsilon` |
 
@@ -75,10 +75,12 @@ def attention_projections(attention) -> tuple[list[tuple[torch.Tensor, torch.Ten
     """The (weight, bias) pairs of one of our attention modules in CTranslate2's layout: the input projections fused
     as CTranslate2 wants them, (q | k | v) for self-attention and q, (k | v) for encoder-decoder attention, and the
     output projection. The only place that knows how our attention names its projections."""
-    out = (attention.out_proj.weight, attention.out_proj.bias)
-    if attention.is_cross_attention:
-        return [(attention.q_proj.weight, attention.q_proj.bias), (attention.kv_proj.weight, attention.kv_proj.bias)], out
-    return [(attention.qkv_proj.weight, attention.qkv_proj.bias)], out
+    def fused(*linears):
+        return torch.cat([linear.weight for linear in linears]), torch.cat([linear.bias for linear in linears])
+
+    q, k, v = attention.q_proj, attention.k_proj, attention.v_proj
+    inputs = [fused(q), fused(k, v)] if attention.is_cross_attention else [fused(q, k, v)]
+    return inputs, (attention.out_proj.weight, attention.out_proj.bias)
 
 
 def _set_linear(spec, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
@@ -98,10 +100,11 @@ def _set_attention(spec, attention, norm: torch.nn.LayerNorm) -> None:
     _set_layer_norm(spec.layer_norm, norm)
 
 
-def _set_feed_forward(spec, feed_forward, norm: torch.nn.LayerNorm) -> None:
-    _set_linear(spec.linear_0, feed_forward.fc1.weight, feed_forward.fc1.bias)
-    _set_linear(spec.linear_1, feed_forward.fc2.weight, feed_forward.fc2.bias)
-    _set_layer_norm(spec.layer_norm, norm)
+def _set_feed_forward(spec, layer) -> None:
+    """Equation (2), the layer's `fc1` and `fc2`, and the LayerNorm of that sub-layer."""
+    _set_linear(spec.linear_0, layer.fc1.weight, layer.fc1.bias)
+    _set_linear(spec.linear_1, layer.fc2.weight, layer.fc2.bias)
+    _set_layer_norm(spec.layer_norm, layer.final_layer_norm)
 
 
 def position_table(stack, config) -> torch.Tensor:
@@ -153,12 +156,12 @@ def model_spec(model):
     _set_stack(spec.encoder, encoder, config)
     for layer_spec, layer in zip(spec.encoder.layer, encoder.layers, strict=True):
         _set_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_layer_norm)
-        _set_feed_forward(layer_spec.ffn, layer.feed_forward, layer.final_layer_norm)
+        _set_feed_forward(layer_spec.ffn, layer)
     _set_stack(spec.decoder, decoder, config)
     for layer_spec, layer in zip(spec.decoder.layer, decoder.layers, strict=True):
         _set_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_layer_norm)
         _set_attention(layer_spec.attention, layer.encoder_attn, layer.encoder_attn_layer_norm)
-        _set_feed_forward(layer_spec.ffn, layer.feed_forward, layer.final_layer_norm)
+        _set_feed_forward(layer_spec.ffn, layer)
     bias = model.final_logits_bias[0] if model.final_logits_bias is not None else None
     _set_linear(spec.decoder.projection, model.get_output_embeddings().weight, bias)
     spec.config.layer_norm_epsilon = config.layer_norm_eps
@@ -308,6 +311,10 @@ class CTranslate2Translator:
     # generate() keyword -> translate_batch() keyword, for the options both have with the same meaning
     OPTIONS = {"num_beams": "beam_size", "length_penalty": "length_penalty", "repetition_penalty": "repetition_penalty",
                "no_repeat_ngram_size": "no_repeat_ngram_size"}
+    # generation_config.json settings applied here (early_stopping=True is how CTranslate2's beam search stops)
+    APPLIED_SETTINGS = {*OPTIONS, "max_length", "max_new_tokens", "bad_words_ids", "eos_token_id", "forced_eos_token_id",
+                        "early_stopping", "bos_token_id", "pad_token_id", "decoder_start_token_id", "use_cache",
+                        "output_attentions", "output_hidden_states", "transformers_version", "_from_model_config"}
 
     def __init__(self, folder: str | os.PathLike, device: str = "cpu", compute_type: str = "default",
                  inter_threads: int = 1, intra_threads: int = 0):
@@ -337,6 +344,10 @@ class CTranslate2Translator:
         self.target_ids = {token: i for i, token in enumerate(self.target_tokens)}
         self.generation_config = (GenerationConfig.from_pretrained(folder)
                                   if (folder / "generation_config.json").is_file() else GenerationConfig())
+        ignored = sorted(set(self.generation_config.to_diff_dict()) - self.APPLIED_SETTINGS)
+        if ignored:
+            warnings.warn(f"{folder}/generation_config.json sets {', '.join(ignored)}, which the CTranslate2 engine "
+                          "does not apply; its translations may differ from generate's.", stacklevel=2)
 
     @staticmethod
     def _read_vocabularies(folder: Path) -> tuple[list[str], list[str]]:
@@ -370,6 +381,7 @@ class CTranslate2Translator:
         if config.forced_eos_token_id is not None:  # generate spends the last step on </s>, CTranslate2 ends there
             new_tokens -= 1
         options["max_decoding_length"] = max(new_tokens, 1)
+        options["min_decoding_length"] = 0  # as generate: </s> may come first (CTranslate2's default is 1)
         eos = config.eos_token_id if config.eos_token_id is not None else []
         options["end_token"] = [self.target_tokens[i] for i in (eos if isinstance(eos, list) else [eos])] or None
         if settings["bad_words_ids"]:

@@ -4,9 +4,11 @@ FSMT models; int8 keeps the BLEU; bad input gives one clear error and leaves not
 """
 
 import random
+import shutil
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 
 from conftest import tiny_model
 from test_convert import build_source, write_fsmt_tokenizer, write_marian_tokenizer
@@ -292,10 +294,17 @@ def test_export_errors_are_clear(demo_checkpoint, tmp_path, capsys):
         ["export", "ctranslate2", str(folder), str(no_tokenizer)], capsys)
     assert "invalid choice: 'int4'" in run_cli_error(
         ["export", "ctranslate2", str(folder), str(tmp_path / "c"), "--quantization", "int4"], capsys)
+    renamed = tmp_path / "renamed"  # a checkpoint whose weights another version of the model wrote
+    shutil.copytree(folder, renamed)
+    state = load_file(renamed / "model.safetensors")
+    state["model.encoder.layers.0.fc_in.weight"] = state.pop("model.encoder.layers.0.fc1.weight")
+    save_file(state, renamed / "model.safetensors", metadata={"format": "pt"})
+    assert "do not match this version of the model" in run_cli_error(
+        ["export", "ctranslate2", str(renamed), str(tmp_path / "e")], capsys)
     marian = tmp_path / "marian"
     build_source("marian", 0, marian)
     assert "convert marian" in run_cli_error(["export", "ctranslate2", str(marian), str(tmp_path / "d")], capsys)
-    assert not any((tmp_path / name).exists() for name in "abcd")
+    assert not any((tmp_path / name).exists() for name in "abcde")
 
 
 def test_translate_errors_are_clear(demo_checkpoint, tmp_path, capsys):

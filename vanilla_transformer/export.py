@@ -213,7 +213,12 @@ def _load_checkpoint(path: Path):
         hint = (f" Convert it first: vanilla-transformer convert {model_type} {path} OUT."
                 if model_type in ("marian", "fsmt") else "")
         raise ExportError(f"{path} holds a {model_type!r} model, not a vanilla_transformer one.{hint}")
-    return AutoModelForSeq2SeqLM.from_pretrained(path).eval()
+    model, info = AutoModelForSeq2SeqLM.from_pretrained(path, output_loading_info=True)
+    mismatched = sorted(info["missing_keys"]) + sorted(info["unexpected_keys"])
+    if mismatched:  # from_pretrained would fill the gaps with random weights, and the export would carry them
+        raise ExportError(f"The weights in {path} do not match this version of the model (e.g. {mismatched[0]!r}, "
+                          f"{len(mismatched)} in all): was it saved by another version?")
+    return model.eval()
 
 
 def _load_tokenizer(tokenizer, checkpoint: Path | None):
@@ -267,6 +272,8 @@ def to_ctranslate2(checkpoint_or_model, output_dir: str | os.PathLike, quantizat
                     bos_token=model.config.bos_token_id if model.config.bos_token_id is not None else eos,
                     unk_token=tokenizer.unk_token_id if tokenizer.unk_token_id is not None else eos)
     for name, token_id in specials.items():
+        if not 0 <= token_id < len(target):
+            raise ExportError(f"The {name} (id {token_id}) is outside the target vocabulary of {len(target)} tokens.")
         setattr(spec.config, name, target[token_id])
     spec.validate()
     spec.optimize(quantization=quantization)
@@ -277,9 +284,6 @@ def to_ctranslate2(checkpoint_or_model, output_dir: str | os.PathLike, quantizat
         spec.save(str(staging))
         tokenizer.save_pretrained(staging)
         (model.generation_config or _default_generation_config(model)).save_pretrained(staging)
-        for name in CTRANSLATE2_FILES:  # the tokenizer must not have written over CTranslate2's files
-            if not (staging / name).is_file():
-                raise ExportError(f"The tokenizer's files overwrote CTranslate2's {name}.")
         if out.exists():
             shutil.rmtree(out)
         os.replace(staging, out)

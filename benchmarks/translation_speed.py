@@ -19,6 +19,7 @@ Greedy and beam 4 (the checkpoint's length penalty and maximum length), one run 
 """
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -138,6 +139,7 @@ def run(args) -> str:
             print(f"{name}, beams {num_beams}: {rows[name, num_beams]['speed']:.1f} sentences/s, "
                   f"BLEU {rows[name, num_beams]['bleu']:.2f}", flush=True)
     load_after = _load()
+    shutil.rmtree(exports)
 
     lines = [SECTION, "",
              f"Measured {date.today().isoformat()} on {machine()}; load average {load_before} before and {load_after} "

@@ -374,6 +374,50 @@ def test_loss_is_cross_entropy_of_shifted_labels_ignoring_minus_100():
     torch.testing.assert_close(out.loss, expected)
 
 
+def test_loss_over_split_batches_with_num_items_in_batch_sums_to_the_whole_batch_loss(seed):
+    """Trainer passes the target tokens of the whole optimizer step as `num_items_in_batch`; the losses of the
+    micro-batches (gradient accumulation) then add up to the mean loss of the whole batch."""
+    model = tiny_model(seed)
+    input_ids, attention_mask = random_batch(seed, batch=4)
+    labels = torch.randint(3, 53, (4, 6), generator=torch.Generator().manual_seed(seed))
+    labels[1, 3:] = -100
+    labels[2, 5:] = -100
+    whole = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+    items = int((labels != -100).sum())
+    parts = [model(input_ids=input_ids[rows], attention_mask=attention_mask[rows], labels=labels[rows],
+                   num_items_in_batch=torch.tensor(items)).loss for rows in (slice(0, 2), slice(2, 4))]
+    torch.testing.assert_close(parts[0] + parts[1], whole, atol=1e-5, rtol=0)
+    assert not torch.allclose(parts[0], whole, atol=1e-3)  # each part alone is not the mean
+
+
+def test_forward_keyword_arguments_reach_the_attention_function(seed):
+    """A registered attention function (transformers' AttentionInterface) gets the masks of its kind and whatever
+    keyword arguments the caller gave `forward`, in every self- and encoder-decoder attention."""
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import sdpa_mask
+
+    seen = []
+
+    def recording_attention(module, query, key, value, attention_mask, **kwargs):
+        seen.append((module.layer_idx, module.is_cross_attention, kwargs.get("trace_tag")))
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+    AttentionInterface.register("recording_test", recording_attention)
+    AttentionMaskInterface.register("recording_test", sdpa_mask)
+    recording, sdpa = tiny_model(seed, "recording_test"), tiny_model(seed, "sdpa")
+    input_ids, attention_mask = random_batch(seed)
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=input_ids[:, :5])
+    with torch.no_grad():
+        recorded = recording(**kwargs, trace_tag="from the caller").logits
+        expected = sdpa(**kwargs).logits
+    torch.testing.assert_close(recorded, expected, atol=ATOL, rtol=0)
+    config = recording.config
+    assert sorted(seen) == sorted([(i, False, "from the caller") for i in range(config.encoder_layers)]
+                                  + [(i, cross, "from the caller") for i in range(config.decoder_layers)
+                                     for cross in (False, True)])
+
+
 def test_embeddings_are_shared_and_resizing_keeps_them_tied():
     model = tiny_model()
     shared = model.model.shared

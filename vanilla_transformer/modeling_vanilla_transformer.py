@@ -8,9 +8,10 @@ Shapes in comments: B batch, T target (query) length, S source (key) length, P c
 Dh head size (d_model / H), D d_model, V vocabulary size.
 
 This file is copied next to the weights by `save_pretrained` (Hub remote code), so it imports only torch,
-transformers and its sibling configuration and pipeline files.
+transformers and its sibling configuration file (and, when saving, the pipeline file that is saved with it).
 """
 
+import inspect
 import math
 from collections.abc import Callable
 
@@ -22,6 +23,7 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
@@ -30,15 +32,22 @@ from transformers.modeling_outputs import (
     Seq2SeqModelOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.utils import logging
-from transformers.utils.generic import can_return_tuple
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, logging
+from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
 from transformers.utils.import_utils import is_torchdynamo_compiling
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .pipeline_translation import TranslationPipeline  # saved with the model, see save_pretrained
 
 
 logger = logging.get_logger(__name__)
+
+# transformers 5.24 renamed the cache argument of models and mask functions, and the cache field of outputs, from
+# `past_key_values` to `cache` (the old names still work there, with a deprecation warning). This file takes either
+# name and speaks the installed version's.
+CACHE_ARGUMENT = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
+CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -62,32 +71,16 @@ def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
         )
 
 
-def padding_mask(attention_mask: torch.Tensor | None, expected_shape: tuple[int, int], name: str) -> torch.Tensor | None:
-    """(B, S) 1/0 mask -> boolean key mask (B, 1, 1, S), True = attend; None when nothing is masked.
-
-    A row that masks every key would make softmax divide by zero (NaN). Such a row attends to all keys instead:
-    its output is then meaningless but finite, and it never reaches the other rows.
-    """
-    if attention_mask is None:
-        return None
-    if attention_mask.dim() == 4:  # a ready-made (B, 1, T, S) mask, e.g. from generate's static-cache path
-        return attention_mask
+def check_attention_mask(attention_mask: torch.Tensor | None, expected_shape: tuple[int, int], name: str) -> None:
+    """A (B, S) mask of 1 (token) and 0 (padding) must match the input it masks; a ready 4D mask (generate's, with a
+    static cache) or flex attention's BlockMask is taken as it is."""
+    if attention_mask is None or not isinstance(attention_mask, torch.Tensor) or attention_mask.dim() == 4:
+        return
     if tuple(attention_mask.shape) != tuple(expected_shape):
         raise ValueError(
             f"{name} has shape {tuple(attention_mask.shape)}, but the input it masks has shape "
             f"{tuple(expected_shape)}; expected a (batch_size, sequence_length) mask of 1 (token) and 0 (padding)."
         )
-    mask = attention_mask.bool()
-    if not is_torchdynamo_compiling() and bool(mask.all()):
-        return None  # no padding: attention can take its fastest path
-    mask = mask[:, None, None, :]  # (B, 1, 1, S)
-    return mask | ~mask.any(dim=-1, keepdim=True)
-
-
-def causal_mask(query_length: int, key_length: int, device: torch.device) -> torch.Tensor:
-    """(1, 1, T, P+T) boolean mask: query i (at absolute position P + i) sees keys 0..P+i (section 3.2.3)."""
-    past = key_length - query_length
-    return torch.ones(query_length, key_length, dtype=torch.bool, device=device).tril(diagonal=past)[None, None]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -214,16 +207,19 @@ def eager_attention_forward(
     attention_mask: torch.Tensor | None,
     scaling: float,
     dropout: float = 0.0,
-    is_causal: bool = False,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Equation (1): Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.
 
-    query (B, H, T, Dh), key and value (B, H, S, Dh); returns the output (B, T, H, Dh) and the weights (B, H, T, S).
+    query (B, H, T, Dh), key and value (B, H, S, Dh); `attention_mask` is additive (eager's mask) or boolean (sdpa's,
+    True = attend), broadcastable to (B, H, T, S), or None (sdpa's form of "causal, nothing padded"). Returns the
+    output (B, T, H, Dh) and the weights (B, H, T, S).
     """
     scores = torch.matmul(query, key.transpose(-2, -1)) * scaling  # (B, H, T, S)
-    if attention_mask is None and is_causal and query.shape[-2] > 1:
-        attention_mask = causal_mask(query.shape[-2], key.shape[-2], query.device)
+    query_length, key_length = query.shape[-2], key.shape[-2]
+    if attention_mask is None and module.is_causal and query_length > 1:  # section 3.2.3: no looking ahead
+        attention_mask = torch.ones(query_length, key_length, dtype=torch.bool, device=query.device).tril(
+            diagonal=key_length - query_length)
     if attention_mask is not None:
         if attention_mask.dtype == torch.bool:
             scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
@@ -241,7 +237,8 @@ class MultiHeadAttention(nn.Module):
     The h per-head projections are one matrix each for Q, K and V (`q_proj`, `k_proj`, `v_proj`), and W^O is
     `out_proj`: the names of BART and Marian, so their checkpoints and their users' LoRA targets find them. In
     encoder-decoder attention the queries come from the decoder and the keys and values from the encoder output; those
-    are computed once per source sentence and kept in the cache.
+    are computed once per source sentence and kept in the cache. Equation (1) itself is the function of
+    `config._attn_implementation`: `eager_attention_forward` above, or transformers' sdpa, flex or flash attention.
     """
 
     def __init__(self, config: VanillaTransformerConfig, num_heads: int, is_cross_attention: bool = False,
@@ -253,7 +250,7 @@ class MultiHeadAttention(nn.Module):
         self.scaling = self.head_dim**-0.5  # 1 / sqrt(d_k)
         self.dropout = config.attention_dropout
         self.is_cross_attention = is_cross_attention
-        self.is_causal = is_causal
+        self.is_causal = is_causal  # read by the attention functions
         self.layer_idx = layer_idx
         d = config.d_model
         self.q_proj = nn.Linear(d, d)  # W^Q of all heads side by side
@@ -270,9 +267,9 @@ class MultiHeadAttention(nn.Module):
         self,
         hidden_states: torch.Tensor,  # (B, T, D)
         key_value_states: torch.Tensor | None = None,  # (B, S, D), cross-attention only
-        attention_mask: torch.Tensor | None = None,  # boolean, broadcastable to (B, H, T, S)
+        attention_mask: torch.Tensor | None = None,  # made by transformers.masking_utils for the implementation
         past_key_values: EncoderDecoderCache | None = None,
-        output_attentions: bool = False,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         batch, length, _ = hidden_states.shape
         query = self._heads(self.q_proj(hidden_states))  # (B, H, T, Dh)
@@ -292,9 +289,14 @@ class MultiHeadAttention(nn.Module):
             if past_key_values is not None:
                 key, value = past_key_values.self_attention_cache.update(key, value, self.layer_idx)  # (B, H, P+T, Dh)
 
-        attention: Callable = eager_attention_forward
-        if not output_attentions:  # only the eager path returns the weights
-            attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
+        implementation = self.config._attn_implementation
+        attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+        if kwargs.get("output_attentions") and implementation != "eager":
+            # Only eager computes the weights. sdpa's masks (boolean, or None for "causal") serve it as they are.
+            if implementation != "sdpa":
+                raise ValueError(f"output_attentions=True needs attn_implementation='eager' or 'sdpa', not "
+                                 f"{implementation!r}: load the model with attn_implementation='eager' to see weights.")
+            attention = eager_attention_forward
         output, weights = attention(
             self,
             query,
@@ -303,7 +305,7 @@ class MultiHeadAttention(nn.Module):
             attention_mask,
             scaling=self.scaling,
             dropout=self.dropout if self.training else 0.0,
-            is_causal=self.is_causal,
+            **kwargs,
         )
         output = self.out_proj(output.reshape(batch, length, -1))  # (B, T, D)
         return output, weights
@@ -351,14 +353,12 @@ class VanillaTransformerEncoderLayer(ResidualLayer):
         self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
 
     def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                output_attentions: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+                **kwargs: Unpack[TransformersKwargs]) -> torch.Tensor:
         x = hidden_states  # (B, S, D)
-        h, attn_weights = self.self_attn(self.sublayer_input(self.self_attn_layer_norm, x),
-                                         attention_mask=attention_mask, output_attentions=output_attentions)
+        h, _ = self.self_attn(self.sublayer_input(self.self_attn_layer_norm, x), attention_mask=attention_mask, **kwargs)
         x = self.sublayer_output(self.self_attn_layer_norm, x, h)
         h = self.feed_forward(self.sublayer_input(self.final_layer_norm, x))
-        x = self.sublayer_output(self.final_layer_norm, x, h)
-        return x, attn_weights
+        return self.sublayer_output(self.final_layer_norm, x, h)
 
 
 class VanillaTransformerDecoderLayer(ResidualLayer):
@@ -378,23 +378,22 @@ class VanillaTransformerDecoderLayer(ResidualLayer):
     def forward(
         self,
         hidden_states: torch.Tensor,  # (B, T, D)
+        attention_mask: torch.Tensor | None,  # causal (and padding) mask of the self-attention
         encoder_hidden_states: torch.Tensor,  # (B, S, D)
-        self_attn_mask: torch.Tensor | None = None,
-        encoder_attn_mask: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
         past_key_values: EncoderDecoderCache | None = None,
-        output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
         x = hidden_states
-        h, self_weights = self.self_attn(self.sublayer_input(self.self_attn_layer_norm, x), attention_mask=self_attn_mask,
-                                         past_key_values=past_key_values, output_attentions=output_attentions)
+        h, _ = self.self_attn(self.sublayer_input(self.self_attn_layer_norm, x), attention_mask=attention_mask,
+                              past_key_values=past_key_values, **kwargs)
         x = self.sublayer_output(self.self_attn_layer_norm, x, h)
-        h, cross_weights = self.encoder_attn(self.sublayer_input(self.encoder_attn_layer_norm, x),
-                                             key_value_states=encoder_hidden_states, attention_mask=encoder_attn_mask,
-                                             past_key_values=past_key_values, output_attentions=output_attentions)
+        h, _ = self.encoder_attn(self.sublayer_input(self.encoder_attn_layer_norm, x),
+                                 key_value_states=encoder_hidden_states, attention_mask=encoder_attention_mask,
+                                 past_key_values=past_key_values, **kwargs)
         x = self.sublayer_output(self.encoder_attn_layer_norm, x, h)
         h = self.feed_forward(self.sublayer_input(self.final_layer_norm, x))
-        x = self.sublayer_output(self.final_layer_norm, x, h)
-        return x, self_weights, cross_weights
+        return self.sublayer_output(self.final_layer_norm, x, h)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -408,6 +407,9 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _supports_sdpa = True
+    _supports_flex_attn = True
+    _supports_flash_attn = True
+    _can_compile_fullgraph = True
     _no_split_modules = ["VanillaTransformerEncoderLayer", "VanillaTransformerDecoderLayer"]
 
     @torch.no_grad()
@@ -435,6 +437,9 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
 class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel):
     """Section 3.1: a stack of `encoder_layers` identical layers over scaled embeddings plus positional encodings."""
 
+    # output_hidden_states / output_attentions: transformers records what these modules return (see capture_outputs)
+    _can_record_outputs = {"hidden_states": VanillaTransformerEncoderLayer, "attentions": MultiHeadAttention}
+
     def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding | None = None):
         super().__init__(config)
         self.embed_tokens = embed_tokens or nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
@@ -447,21 +452,14 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel):
         self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.normalize_before else None
         self.post_init()
 
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.embed_tokens
-
-    def set_input_embeddings(self, value: nn.Embedding):
-        self.embed_tokens = value
-
-    @can_return_tuple
+    @merge_with_config_defaults
+    @capture_outputs
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,  # (B, S)
         attention_mask: torch.Tensor | None = None,  # (B, S), 1 for tokens, 0 for padding
         inputs_embeds: torch.Tensor | None = None,  # (B, S, D), already scaled
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutput:
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids and inputs_embeds to the encoder.")
@@ -469,31 +467,29 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel):
             check_token_ids(input_ids, self.embed_tokens.num_embeddings, "input_ids")
             inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale  # (B, S, D)
         batch, length = inputs_embeds.shape[:2]
-        mask = padding_mask(attention_mask, (batch, length), "attention_mask")
+        check_attention_mask(attention_mask, (batch, length), "attention_mask")
 
         hidden_states = inputs_embeds + self.embed_positions(0, length, inputs_embeds, input_ids)
         hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
+        # (B, 1, S, S) in the form the attention implementation takes; None when nothing is padded (sdpa). A row with
+        # every key masked (an all-padding input) gives finite, meaningless outputs that reach no other row.
+        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
 
-        all_hidden_states, all_attentions = (), ()
         for layer in self.layers:
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            hidden_states, attn_weights = layer(hidden_states, attention_mask=mask, output_attentions=bool(output_attentions))
-            if output_attentions:
-                all_attentions += (attn_weights,)
+            hidden_states = layer(hidden_states, mask, **kwargs)
         if self.layer_norm is not None:
             hidden_states = self.layer_norm(hidden_states)
-        if output_hidden_states:
-            all_hidden_states += (hidden_states,)
-        return BaseModelOutput(
-            last_hidden_state=hidden_states,
-            hidden_states=all_hidden_states if output_hidden_states else None,
-            attentions=all_attentions if output_attentions else None,
-        )
+        return BaseModelOutput(last_hidden_state=hidden_states)
 
 
 class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
     """Section 3.1: `decoder_layers` layers; self-attention is masked so position i sees only positions <= i."""
+
+    _can_record_outputs = {
+        "hidden_states": VanillaTransformerDecoderLayer,
+        "attentions": OutputRecorder(MultiHeadAttention, index=1, layer_name="self_attn"),
+        "cross_attentions": OutputRecorder(MultiHeadAttention, index=1, layer_name="encoder_attn"),
+    }
 
     def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding | None = None):
         super().__init__(config)
@@ -507,13 +503,8 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
         self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.normalize_before else None
         self.post_init()
 
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.embed_tokens
-
-    def set_input_embeddings(self, value: nn.Embedding):
-        self.embed_tokens = value
-
-    @can_return_tuple
+    @merge_with_config_defaults
+    @capture_outputs
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,  # (B, T)
@@ -523,9 +514,7 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
         past_key_values: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         past_key_values = kwargs.pop("cache", past_key_values)  # the argument's name from transformers 5.24 on
         if (input_ids is None) == (inputs_embeds is None):
@@ -537,7 +526,6 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
             inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale  # (B, T, D)
         batch, length = inputs_embeds.shape[:2]
 
-        use_cache = use_cache if use_cache is not None else self.config.use_cache
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         elif isinstance(past_key_values, DynamicCache):  # a bare self-attention cache: add the cross-attention one
@@ -547,61 +535,50 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         capacity = None
         if past_key_values is not None and past_key_values.is_compileable:
-            # A static cache: its keys include the empty slots, which only a (B, 1, T, cache length) mask hides, and
-            # it counts its positions in a tensor, which stays data when compiled.
-            if attention_mask is None or attention_mask.dim() != 4:
-                raise ValueError("A static cache needs a (batch, 1, query_length, cache_length) "
-                                 "decoder_attention_mask that hides its empty slots; generate() makes it.")
+            # A static cache counts its positions in a tensor, which stays data when compiled; the positional table
+            # must then hold the cache's whole length.
             if is_torchdynamo_compiling():
-                capacity = past_key_values.self_attention_cache.get_max_length()
+                cache = past_key_values.self_attention_cache  # get_max_length from transformers 5.24 on
+                capacity = (getattr(cache, "get_max_length", None) or cache.get_max_cache_shape)()
             else:
                 past_length = int(past_length)
-
-        # Self-attention mask: causal, plus padding if a decoder mask is given. Without padding, attention uses the
-        # causal flag of the kernel (no mask at all); one new position at a time needs no mask either. A ready 4D
-        # mask (generate's, with a static cache) is used as it is.
-        self_attn_mask = padding_mask(attention_mask, (batch, past_length + length), "decoder_attention_mask")
-        if attention_mask is not None and attention_mask.dim() == 2 and self_attn_mask is not None:
-            self_attn_mask = causal_mask(length, past_length + length, inputs_embeds.device) & self_attn_mask
-            self_attn_mask = self_attn_mask | ~self_attn_mask.any(dim=-1, keepdim=True)
-        elif self_attn_mask is None and past_length > 0 and length > 1:
-            self_attn_mask = causal_mask(length, past_length + length, inputs_embeds.device)
-        encoder_attn_mask = padding_mask(encoder_attention_mask, encoder_hidden_states.shape[:2], "attention_mask")
+        else:
+            check_attention_mask(attention_mask, (batch, past_length + length), "decoder_attention_mask")
+        check_attention_mask(encoder_attention_mask, encoder_hidden_states.shape[:2], "attention_mask")
 
         positions = self.embed_positions(past_length, length, inputs_embeds, input_ids, capacity=capacity)
         hidden_states = inputs_embeds + positions
         hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
 
-        all_hidden_states, all_self_attns, all_cross_attns = (), (), ()
+        # Self-attention: causal (section 3.2.3), plus padding if a decoder mask is given, over the cached positions
+        # too; with a static cache, the mask also hides its empty slots. Encoder-decoder attention: source padding.
+        self_attention_cache = past_key_values.self_attention_cache if past_key_values is not None else None
+        self_attn_mask = create_causal_mask(config=self.config, inputs_embeds=hidden_states,
+                                            attention_mask=attention_mask, **{CACHE_ARGUMENT: self_attention_cache})
+        encoder_attn_mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states,
+                                                      attention_mask=encoder_attention_mask,
+                                                      encoder_hidden_states=encoder_hidden_states)
+
         for layer in self.layers:
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            hidden_states, self_weights, cross_weights = layer(
+            hidden_states = layer(
                 hidden_states,
+                self_attn_mask,
                 encoder_hidden_states,  # positional, so gradient checkpointing propagates its gradient
-                self_attn_mask=self_attn_mask,
-                encoder_attn_mask=encoder_attn_mask,
+                encoder_attention_mask=encoder_attn_mask,
                 past_key_values=past_key_values,
-                output_attentions=bool(output_attentions),
+                **kwargs,
             )
-            if output_attentions:
-                all_self_attns += (self_weights,)
-                all_cross_attns += (cross_weights,)
         if self.layer_norm is not None:
             hidden_states = self.layer_norm(hidden_states)
-        if output_hidden_states:
-            all_hidden_states += (hidden_states,)
         return BaseModelOutputWithPastAndCrossAttentions(
-            last_hidden_state=hidden_states,
-            past_key_values=past_key_values if use_cache else None,
-            hidden_states=all_hidden_states if output_hidden_states else None,
-            attentions=all_self_attns if output_attentions else None,
-            cross_attentions=all_cross_attns if output_attentions else None,
+            last_hidden_state=hidden_states, **{CACHE_FIELD: past_key_values if use_cache else None}
         )
 
 
 class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
     """The encoder-decoder stack of Figure 1, without the output projection; returns `Seq2SeqModelOutput`."""
+
+    _input_embed_layer = "shared"  # get_input_embeddings() returns it
 
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
@@ -614,20 +591,11 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             self._tied_weights_keys["decoder.embed_tokens.weight"] = "shared.weight"
         self.post_init()
 
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.shared
-
     def set_input_embeddings(self, value: nn.Embedding):
         self.shared = value
         self.encoder.embed_tokens = value
         if self.config.share_encoder_decoder_embeddings:
             self.decoder.embed_tokens = value
-
-    def get_encoder(self) -> VanillaTransformerEncoder:
-        return self.encoder
-
-    def get_decoder(self) -> VanillaTransformerDecoder:
-        return self.decoder
 
     @can_return_tuple
     def forward(
@@ -641,18 +609,12 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqModelOutput:
         past_key_values = kwargs.pop("cache", past_key_values)  # the argument's name from transformers 5.24 on
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                inputs_embeds=inputs_embeds,
-                output_attentions=output_attentions,
-                output_hidden_states=output_hidden_states,
+                input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
             )
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
@@ -664,18 +626,17 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             past_key_values=past_key_values,
             inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
+            **kwargs,
         )
         return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
-            past_key_values=decoder_outputs.past_key_values,
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
             cross_attentions=decoder_outputs.cross_attentions,
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
             encoder_hidden_states=encoder_outputs.hidden_states,
             encoder_attentions=encoder_outputs.attentions,
+            **{CACHE_FIELD: getattr(decoder_outputs, CACHE_FIELD)},
         )
 
 
@@ -713,29 +674,21 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             self.generation_config.early_stopping = True
             self.generation_config.max_length = min(256, config.max_position_embeddings)
 
-    def get_encoder(self) -> VanillaTransformerEncoder:
-        return self.model.encoder
-
-    def get_decoder(self) -> VanillaTransformerDecoder:
-        return self.model.decoder
-
     def save_pretrained(self, save_directory, *args, **kwargs):
         """`PreTrainedModel.save_pretrained`, and the folder also serves `pipeline("translation", model=folder,
         trust_remote_code=True)` where this package is not installed: config.json names the pipeline in
         `custom_pipelines` (as `Pipeline.save_pretrained` does for a registered pipeline), and the pipeline's source
-        file is copied along with this one, which imports it. `push_to_hub` and Trainer checkpoints save through here.
+        file is copied along with this one: transformers copies the files this one imports from its folder, and this
+        is the one place that imports it (only when saving, so that using the model never loads the pipeline).
+        `push_to_hub` and Trainer checkpoints save through here.
         """
+        from .pipeline_translation import TranslationPipeline
+
         module = TranslationPipeline.__module__.rsplit(".", 1)[-1]
         self.config.custom_pipelines = {
             "translation": {"impl": f"{module}.{TranslationPipeline.__name__}", "pt": ["AutoModelForSeq2SeqLM"], "type": "text"}
         }
         return super().save_pretrained(save_directory, *args, **kwargs)
-
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.lm_head
-
-    def set_output_embeddings(self, value: nn.Linear):
-        self.lm_head = value
 
     def resize_token_embeddings(self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None,
                                 mean_resizing: bool = True) -> nn.Embedding:
@@ -782,9 +735,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,  # (B, T), -100 where no loss is wanted
         use_cache: bool | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqLMOutput:
         past_key_values = kwargs.pop("cache", past_key_values)  # the argument's name from transformers 5.24 on
         if labels is not None:
@@ -794,6 +745,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        num_items_in_batch = kwargs.pop("num_items_in_batch", None)  # Trainer: target tokens in the whole step
 
         outputs = self.model(
             input_ids=input_ids,
@@ -805,8 +757,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
+            **kwargs,
         )
         logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
         if self.final_logits_bias is not None:
@@ -814,18 +765,23 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+            # Mean cross-entropy over the target tokens; over the tokens of the whole optimizer step when Trainer says
+            # how many there are (gradient accumulation then sums to the step's mean).
+            loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100,
+                                   reduction="mean" if num_items_in_batch is None else "sum")
+            if num_items_in_batch is not None:
+                loss = loss / torch.as_tensor(num_items_in_batch, device=loss.device)
 
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
             cross_attentions=outputs.cross_attentions,
             encoder_last_hidden_state=outputs.encoder_last_hidden_state,
             encoder_hidden_states=outputs.encoder_hidden_states,
             encoder_attentions=outputs.encoder_attentions,
+            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
         )
 
 

@@ -11,7 +11,7 @@ import sys
 from huggingface_hub.errors import StrictDataclassError
 
 # module (relative to this package) -> what it adds; imported lazily so a missing optional extra fails only there
-SUBCOMMAND_MODULES = ["translate", "convert", "visualize"]
+SUBCOMMAND_MODULES = ["translate", "convert", "export", "visualize"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,10 +2,12 @@
 
     vanilla-transformer translate --model DIR "Two hundred and five." "Seventeen."
     vanilla-transformer translate --model DIR --input test.en --output test.de --batch-size 64 --num-beams 4
+    vanilla-transformer translate --model DIR-ct2 --input test.en --compute-type int8   # a CTranslate2 export
 
 A file is read as one sentence per line and written as one translation per line (blank lines stay blank), so the
 output lines up with the input. Decoding follows the model's `generation_config` (the paper's beam 4, length
-penalty 0.6) unless `--num-beams` / `--max-new-tokens` say otherwise.
+penalty 0.6) unless `--num-beams` / `--max-new-tokens` say otherwise. A folder written by
+`vanilla-transformer export ctranslate2` is translated by CTranslate2 (`--engine` chooses explicitly).
 """
 
 import argparse
@@ -16,13 +18,27 @@ from collections.abc import Iterable
 import torch
 
 
-def _check_model_folder(path: str) -> None:
+ENGINES = ("auto", "pytorch", "ctranslate2")
+
+
+def _check_model_folder(path: str, engine: str = "pytorch") -> str:
+    """The engine for the folder at `path` ("pytorch" or "ctranslate2"); FileNotFoundError names what is wrong."""
+    from .export import is_ctranslate2_folder
+
     if not os.path.exists(path):
         raise FileNotFoundError(f"model folder not found: {path}")
     if not os.path.isdir(path):
         raise FileNotFoundError(f"{path} is a file; give the folder written by save_pretrained")
     if not os.path.isfile(os.path.join(path, "config.json")):
-        raise FileNotFoundError(f"{path} is not a saved model folder: it has no config.json")
+        raise FileNotFoundError(f"{path} is not a saved model folder: it has no config.json (save_pretrained) "
+                                "and no model.bin (CTranslate2)")
+    found = "ctranslate2" if is_ctranslate2_folder(path) else "pytorch"
+    if engine == "ctranslate2" and found != engine:
+        raise FileNotFoundError(f"{path} is not a CTranslate2 folder (it has no model.bin); make one with "
+                                f"`vanilla-transformer export ctranslate2 {path} OUT`")
+    if engine == "pytorch" and found != engine:
+        raise FileNotFoundError(f"{path} is a CTranslate2 folder: translate it with the ctranslate2 engine")
+    return found
 
 
 def load_model(path: str, device: str | torch.device | None = None):
@@ -39,16 +55,32 @@ def load_model(path: str, device: str | torch.device | None = None):
     return model.to(device).eval()
 
 
-def load_model_and_tokenizer(path: str, device: str | torch.device | None = None):
-    """The model (see `load_model`) and `AutoTokenizer.from_pretrained(path)` of a saved folder."""
+def load_model_and_tokenizer(path: str, device: str | torch.device | None = None, *, engine: str = "auto",
+                             compute_type: str = "default"):
+    """The model and `AutoTokenizer.from_pretrained(path)` of a saved folder.
+
+    The model is our PyTorch model (see `load_model`) for a save_pretrained folder, or an
+    `export.CTranslate2Translator` with `compute_type` for a folder written by `vanilla-transformer export
+    ctranslate2`; `engine` ("pytorch" or "ctranslate2") insists on one of them. Both `generate` for `translate`.
+    """
     from transformers import AutoTokenizer
 
-    _check_model_folder(path)
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
+    engine = _check_model_folder(path, engine)
     if not any(os.path.isfile(os.path.join(path, name)) for name in ("tokenizer.json", "tokenizer_config.json")):
         raise FileNotFoundError(
             f"{path} has no tokenizer (tokenizer.json); save it there with tokenizer.save_pretrained({path!r})"
         )
-    return load_model(path, device), AutoTokenizer.from_pretrained(path)
+    if engine == "ctranslate2":
+        from .export import CTranslate2Translator
+
+        model = CTranslate2Translator(path, device=str(device or "auto"), compute_type=compute_type)
+    else:
+        if compute_type != "default":
+            raise ValueError("compute_type applies to CTranslate2 folders; this one is a PyTorch model")
+        model = load_model(path, device)
+    return model, AutoTokenizer.from_pretrained(path)
 
 
 def translate(
@@ -64,7 +96,8 @@ def translate(
 
     Sentences are batched by token length (less padding) and returned in their original order. A blank text gives
     an empty translation without running the model. `generate_kwargs` go to `model.generate` (num_beams,
-    max_new_tokens, length_penalty, ...). `progress=True` shows a tqdm bar on stderr.
+    max_new_tokens, length_penalty, ...). `progress=True` shows a tqdm bar on stderr. `model` is our model or an
+    `export.CTranslate2Translator` (see `load_model_and_tokenizer`).
     """
     from tqdm.auto import tqdm
 
@@ -111,6 +144,11 @@ def add_subcommand(subparsers) -> None:
     parser.add_argument("--num-beams", type=int, help="beam size (default: the model's generation_config)")
     parser.add_argument("--max-new-tokens", type=int, help="longest translation in tokens")
     parser.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda when available)")
+    parser.add_argument("--engine", choices=ENGINES, default="auto",
+                        help="pytorch or ctranslate2 (default: what the folder holds)")
+    parser.add_argument("--compute-type", default="default",
+                        help="CTranslate2 only: int8, int8_float32, float32, float16, bfloat16, ... "
+                             "(default: the exported weights' type)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar shown for --input")
     parser.set_defaults(func=lambda args: _run(parser, args))
 
@@ -124,12 +162,18 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    try:
+        engine = _check_model_folder(args.model, args.engine)
+    except FileNotFoundError as error:
+        parser.error(str(error))
+    if args.compute_type != "default" and engine != "ctranslate2":
+        parser.error("--compute-type applies to CTranslate2 folders (vanilla-transformer export ctranslate2)")
     if args.device is not None:
         try:
             device = torch.device(args.device)
         except RuntimeError:
             parser.error(f"--device {args.device!r} is not a torch device (cpu, cuda, cuda:1, mps, ...)")
-        if device.type == "cuda" and not torch.cuda.is_available():
+        if device.type == "cuda" and not torch.cuda.is_available() and engine == "pytorch":
             parser.error(f"--device {args.device}: CUDA is not available on this machine")
     if args.output and not os.path.isdir(os.path.dirname(os.path.abspath(args.output))):
         parser.error(f"cannot write --output {args.output}: its folder does not exist")
@@ -150,7 +194,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
     hf_logging.disable_progress_bar()  # no "Loading weights" bar from from_pretrained; ours counts sentences
     try:
-        model, tokenizer = load_model_and_tokenizer(args.model, args.device)
+        model, tokenizer = load_model_and_tokenizer(args.model, args.device, engine=engine,
+                                                    compute_type=args.compute_type)
         translations = translate(model, tokenizer, texts, batch_size=args.batch_size,
                                  progress=bool(args.input) and not args.no_progress, **generate_kwargs)
     except (OSError, ValueError) as error:

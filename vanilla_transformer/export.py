@@ -1,0 +1,443 @@
+"""Export a checkpoint to CTranslate2, OpenNMT's inference engine, and translate with the exported folder.
+
+    vanilla-transformer export ctranslate2 outputs/multi30k multi30k-ct2 --quantization int8
+    vanilla-transformer translate --model multi30k-ct2 --input test.en --output test.de
+
+CTranslate2's `TransformerSpec` describes the architecture of the paper with every variation our config offers, so
+the export is a mapping, written here with CTranslate2's own spec API:
+
+| ours (`VanillaTransformerConfig`) | CTranslate2 (`TransformerSpec`) |
+|---|---|
+| `normalize_before` | `pre_norm` (and the final LayerNorm of each stack) |
+| `activation_function` relu / gelu / gelu_new / swish, silu | `Activation.RELU` / `GELU` / `GELUTanh` / `SWISH` |
+| sinusoids (any layout and frequencies), learned positions, `position_offset` | an explicit `position_encodings` table |
+| `skip_padding_positions` (fairseq) | the same table: CTranslate2 pads on the right, where the numbering is equal |
+| `scale_embedding` | `scale_embeddings` = sqrt(d_model) or 1 |
+| `q_proj`, `k_proj`, `v_proj`, `out_proj` | `linear[0]` = (q, k, v) fused; cross-attention `linear[0]` = q, `linear[1]` = (k, v) |
+| separate vocabularies, untied `lm_head`, `final_logits_bias` | source / target vocabulary, `projection` weight and bias |
+| `decoder_start_token_id`, `eos_token_id`, `layer_norm_eps` | `decoder_start_token`, `eos_token`, `layer_norm_epsilon` |
+
+Sinusoids are written as a table of max(`max_position_embeddings`, 1024) positions (learned positions as the
+`max_position_embeddings` they have); CTranslate2 refuses longer inputs and outputs with an error naming the length.
+
+The folder holds CTranslate2's model.bin, config.json and vocabularies, the checkpoint's tokenizer files and its
+generation_config.json, whose decoding defaults (beam size, length penalty, maximum length, tokens never to generate)
+`CTranslate2Translator` applies as `generate` does. The vocabularies list the tokenizer's token strings by id; the
+translator maps ids to those strings and back, so the tokenizer's own special-token handling and decoding apply.
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+
+
+QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "float16", "bfloat16", "int8_bfloat16")
+# transformers' activation names (ACT2FN) -> the name of CTranslate2's common_spec.Activation member
+ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "swish": "SWISH", "silu": "SWISH"}
+SINUSOID_TABLE_ROWS = 1024  # at least this many positions for sinusoids, which have no length of their own
+CTRANSLATE2_FILES = ("model.bin", "config.json")
+VOCABULARY_FILES = ("shared_vocabulary.json", "source_vocabulary.json", "target_vocabulary.json")
+
+
+class ExportError(ValueError):
+    """The model cannot be exported: an option CTranslate2 cannot express, a missing tokenizer, a bad folder."""
+
+
+def _import_ctranslate2():
+    try:
+        import ctranslate2
+    except ImportError:
+        raise ExportError('CTranslate2 is not installed: pip install "vanilla-transformer[fast]"') from None
+    return ctranslate2
+
+
+def is_ctranslate2_folder(path: str | os.PathLike) -> bool:
+    """A folder written by CTranslate2 (ours or any other converter): model.bin beside config.json."""
+    return all(os.path.isfile(os.path.join(path, name)) for name in CTRANSLATE2_FILES)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Weights: our modules -> CTranslate2 specs. Copies in float32 (numpy): `spec.optimize` quantizes in place.
+
+
+def _array(tensor: torch.Tensor):
+    return tensor.detach().to(device="cpu", dtype=torch.float32).numpy().copy()
+
+
+def attention_projections(attention) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], tuple[torch.Tensor, torch.Tensor]]:
+    """The (weight, bias) pairs of one of our attention modules in CTranslate2's layout: the input projections fused
+    as CTranslate2 wants them, (q | k | v) for self-attention and q, (k | v) for encoder-decoder attention, and the
+    output projection. The only place that knows how our attention names its projections."""
+    def fused(*linears):
+        return torch.cat([linear.weight for linear in linears]), torch.cat([linear.bias for linear in linears])
+
+    q, k, v = attention.q_proj, attention.k_proj, attention.v_proj
+    inputs = [fused(q), fused(k, v)] if attention.is_cross_attention else [fused(q, k, v)]
+    return inputs, (attention.out_proj.weight, attention.out_proj.bias)
+
+
+def _set_linear(spec, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+    spec.weight = _array(weight)
+    if bias is not None:
+        spec.bias = _array(bias)
+
+
+def _set_layer_norm(spec, norm: torch.nn.LayerNorm) -> None:
+    spec.gamma, spec.beta = _array(norm.weight), _array(norm.bias)
+
+
+def _set_attention(spec, attention, norm: torch.nn.LayerNorm) -> None:
+    projections, out = attention_projections(attention)
+    for linear, (weight, bias) in zip(spec.linear, [*projections, out], strict=True):
+        _set_linear(linear, weight, bias)
+    _set_layer_norm(spec.layer_norm, norm)
+
+
+def _set_feed_forward(spec, layer) -> None:
+    """Equation (2), the layer's `fc1` and `fc2`, and the LayerNorm of that sub-layer."""
+    _set_linear(spec.linear_0, layer.fc1.weight, layer.fc1.bias)
+    _set_linear(spec.linear_1, layer.fc2.weight, layer.fc2.bias)
+    _set_layer_norm(spec.layer_norm, layer.final_layer_norm)
+
+
+def position_table(stack, config) -> torch.Tensor:
+    """(L, D) encodings of the positions a stack gives to its tokens 0 .. L-1 (`position_offset` applied)."""
+    from .modeling_vanilla_transformer import sinusoidal_position_encoding
+
+    offset = config.position_offset
+    if config.position_embedding_type == "learned":
+        return stack.embed_positions.weight[offset:]
+    rows = max(config.max_position_embeddings, SINUSOID_TABLE_ROWS)
+    return sinusoidal_position_encoding(torch.arange(offset, offset + rows), config.d_model,
+                                        config.sinusoidal_layout, config.sinusoidal_frequencies)
+
+
+def _set_stack(spec, stack, config) -> None:
+    """Embedding, positions and final LayerNorm (pre-LN) of the encoder or decoder stack."""
+    embeddings = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings
+    embeddings.weight = _array(stack.embed_tokens.weight)
+    spec.scale_embeddings = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+    spec.position_encodings.encodings = _array(position_table(stack, config))
+    if config.normalize_before:
+        _set_layer_norm(spec.layer_norm, stack.layer_norm)
+
+
+def check_exportable(config) -> None:
+    """Raise ExportError naming the first option of `config` that CTranslate2 cannot express."""
+    if config.activation_function not in ACTIVATIONS:
+        raise ExportError(f"activation_function={config.activation_function!r} cannot be expressed in CTranslate2, "
+                          f"which has {', '.join(ACTIVATIONS)}.")
+    for name in ("decoder_start_token_id", "eos_token_id"):
+        if getattr(config, name) is None:
+            raise ExportError(f"{name} is not set: CTranslate2 needs it to start and to end a translation.")
+
+
+def model_spec(model):
+    """The CTranslate2 `TransformerSpec` of a `VanillaTransformerForConditionalGeneration`, weights copied (float32)."""
+    _import_ctranslate2()
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    config = model.config
+    check_exportable(config)
+    options = dict(pre_norm=config.normalize_before, activation=getattr(common_spec.Activation,
+                                                                        ACTIVATIONS[config.activation_function]))
+    spec = transformer_spec.TransformerSpec(
+        transformer_spec.TransformerEncoderSpec(config.encoder_layers, config.encoder_attention_heads, **options),
+        transformer_spec.TransformerDecoderSpec(config.decoder_layers, config.decoder_attention_heads, **options),
+    )
+    encoder, decoder = model.get_encoder(), model.get_decoder()
+    _set_stack(spec.encoder, encoder, config)
+    for layer_spec, layer in zip(spec.encoder.layer, encoder.layers, strict=True):
+        _set_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_layer_norm)
+        _set_feed_forward(layer_spec.ffn, layer)
+    _set_stack(spec.decoder, decoder, config)
+    for layer_spec, layer in zip(spec.decoder.layer, decoder.layers, strict=True):
+        _set_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_layer_norm)
+        _set_attention(layer_spec.attention, layer.encoder_attn, layer.encoder_attn_layer_norm)
+        _set_feed_forward(layer_spec.ffn, layer)
+    bias = model.final_logits_bias[0] if model.final_logits_bias is not None else None
+    _set_linear(spec.decoder.projection, model.get_output_embeddings().weight, bias)
+    spec.config.layer_norm_epsilon = config.layer_norm_eps
+    return spec
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Vocabularies: the tokenizer's token strings by id (CTranslate2 reads and writes tokens, not ids).
+
+
+def _unique_tokens(tokens: list[str | None]) -> list[str]:
+    """Placeholders for ids without a token of their own (beyond the tokenizer, or a repeated string)."""
+    seen, unique = set(), []
+    for i, token in enumerate(tokens):
+        if not token or token in seen:
+            token = f"<vanilla_transformer_id_{i}>"
+        seen.add(token)
+        unique.append(token)
+    return unique
+
+
+def vocabularies(tokenizer, config) -> tuple[list[str], list[str]]:
+    """(source tokens, target tokens), one per id of the model's embeddings: the source side is the tokenizer's
+    vocabulary (what it encodes), the target side what it decodes ids to (they differ for separate vocabularies)."""
+    by_id = {i: token for token, i in tokenizer.get_vocab().items()}
+    source = [by_id.get(i) for i in range(config.vocab_size)]
+    target_size = config.target_vocab_size
+    target = tokenizer.convert_ids_to_tokens(list(range(min(target_size, len(tokenizer)))))
+    target = [*target, *[None] * (target_size - len(target))]
+    return _unique_tokens(source), _unique_tokens(target)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The export.
+
+
+def _load_checkpoint(path: Path):
+    from transformers import AutoModelForSeq2SeqLM
+
+    if not path.is_dir():
+        raise ExportError(f"{path} is not a folder; pass the folder written by save_pretrained.")
+    if is_ctranslate2_folder(path):
+        raise ExportError(f"{path} is already a CTranslate2 folder.")
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise ExportError(f"{path} is not a saved model folder: it has no config.json.")
+    model_type = json.loads(config_file.read_text()).get("model_type")
+    if model_type != "vanilla_transformer":
+        hint = (f" Convert it first: vanilla-transformer convert {model_type} {path} OUT."
+                if model_type in ("marian", "fsmt") else "")
+        raise ExportError(f"{path} holds a {model_type!r} model, not a vanilla_transformer one.{hint}")
+    model, info = AutoModelForSeq2SeqLM.from_pretrained(path, output_loading_info=True)
+    mismatched = sorted(info["missing_keys"]) + sorted(info["unexpected_keys"])
+    if mismatched:  # from_pretrained would fill the gaps with random weights, and the export would carry them
+        raise ExportError(f"The weights in {path} do not match this version of the model (e.g. {mismatched[0]!r}, "
+                          f"{len(mismatched)} in all): was it saved by another version?")
+    return model.eval()
+
+
+def _load_tokenizer(tokenizer, checkpoint: Path | None):
+    from transformers import AutoTokenizer
+
+    if tokenizer is None and checkpoint is None:
+        raise ExportError("A model object has no tokenizer: pass tokenizer= (a tokenizer or its folder).")
+    if tokenizer is None or isinstance(tokenizer, (str, os.PathLike)):
+        folder = Path(tokenizer if tokenizer is not None else checkpoint)
+        if not any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+            raise ExportError(f"{folder} has no tokenizer (tokenizer.json or tokenizer_config.json); the exported "
+                              "folder needs one to turn text into tokens. Save it there with tokenizer.save_pretrained.")
+        return AutoTokenizer.from_pretrained(folder)
+    return tokenizer
+
+
+def to_ctranslate2(checkpoint_or_model, output_dir: str | os.PathLike, quantization: str = "float32", *,
+                   tokenizer=None, overwrite: bool = False) -> Path:
+    """Export a saved checkpoint folder (or a `VanillaTransformerForConditionalGeneration` and its `tokenizer`) to a
+    CTranslate2 model folder with the weights in `quantization` (one of `QUANTIZATIONS`), the vocabularies, the
+    tokenizer files and the generation config. Returns the folder.
+
+    The folder is written elsewhere and moved into place at the end: an export that fails leaves nothing behind.
+    Raises `ExportError` for what cannot be exported (the message names the option or the missing file).
+    """
+    if quantization not in QUANTIZATIONS:
+        raise ExportError(f"quantization={quantization!r} is not one of {', '.join(QUANTIZATIONS)}.")
+    _import_ctranslate2()
+    out = Path(output_dir)
+    if out.exists() and not (out.is_dir() and (overwrite or not any(out.iterdir()))):
+        raise ExportError(f"{out} exists and is not an empty folder; pass overwrite=True (--overwrite) to replace it.")
+    checkpoint = None
+    if isinstance(checkpoint_or_model, (str, os.PathLike)):
+        checkpoint = Path(checkpoint_or_model)
+        if out.resolve() == checkpoint.resolve():
+            raise ExportError("The output folder must differ from the checkpoint folder.")
+        model = _load_checkpoint(checkpoint)
+    else:
+        model = checkpoint_or_model
+        if getattr(model.config, "model_type", None) != "vanilla_transformer":
+            raise ExportError(f"Only VanillaTransformerForConditionalGeneration exports, got {type(model).__name__}.")
+    tokenizer = _load_tokenizer(tokenizer, checkpoint)
+
+    spec = model_spec(model)
+    source, target = vocabularies(tokenizer, model.config)
+    spec.register_source_vocabulary(source)
+    spec.register_target_vocabulary(target)
+    eos = model.config.eos_token_id
+    eos = eos[0] if isinstance(eos, list) else eos
+    specials = dict(decoder_start_token=model.config.decoder_start_token_id, eos_token=eos,
+                    bos_token=model.config.bos_token_id if model.config.bos_token_id is not None else eos,
+                    unk_token=tokenizer.unk_token_id if tokenizer.unk_token_id is not None else eos)
+    for name, token_id in specials.items():
+        if not 0 <= token_id < len(target):
+            raise ExportError(f"The {name} (id {token_id}) is outside the target vocabulary of {len(target)} tokens.")
+        setattr(spec.config, name, target[token_id])
+    spec.validate()
+    spec.optimize(quantization=quantization)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        spec.save(str(staging))
+        tokenizer.save_pretrained(staging)
+        (model.generation_config or _default_generation_config(model)).save_pretrained(staging)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
+
+
+def _default_generation_config(model):
+    from transformers import GenerationConfig
+
+    return GenerationConfig.from_model_config(model.config)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Translating with an exported folder: `generate` as `model.generate` is called by `translate.translate`.
+
+
+class CTranslate2Translator:
+    """A `ctranslate2.Translator` over an exported folder that `translate.translate` drives like our model: its
+    `generate(input_ids, attention_mask, num_beams=..., max_new_tokens=...)` takes the tokenizer's padded ids and
+    returns the generated ids, decoded with the folder's generation config unless told otherwise.
+
+    `device` ("cpu", "cuda", "cuda:1", "auto": CUDA when CTranslate2 finds it), `compute_type` ("default": as exported; "int8", "float32", ...) and the
+    thread counts go to `ctranslate2.Translator`.
+    """
+
+    # generate() keyword -> translate_batch() keyword, for the options both have with the same meaning
+    OPTIONS = {"num_beams": "beam_size", "length_penalty": "length_penalty", "repetition_penalty": "repetition_penalty",
+               "no_repeat_ngram_size": "no_repeat_ngram_size"}
+    # generation_config.json settings applied here (early_stopping=True is how CTranslate2's beam search stops)
+    APPLIED_SETTINGS = {*OPTIONS, "max_length", "max_new_tokens", "bad_words_ids", "eos_token_id", "forced_eos_token_id",
+                        "early_stopping", "bos_token_id", "pad_token_id", "decoder_start_token_id", "use_cache",
+                        "output_attentions", "output_hidden_states", "transformers_version", "_from_model_config"}
+
+    def __init__(self, folder: str | os.PathLike, device: str = "cpu", compute_type: str = "default",
+                 inter_threads: int = 1, intra_threads: int = 0):
+        from transformers import GenerationConfig
+
+        ctranslate2 = _import_ctranslate2()
+        folder = Path(folder)
+        if not is_ctranslate2_folder(folder):
+            raise FileNotFoundError(f"{folder} is not a CTranslate2 folder (it has no model.bin and config.json); "
+                                    "make one with: vanilla-transformer export ctranslate2 CHECKPOINT OUT")
+        if device == "auto":
+            device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+        device_type, _, index = str(device).partition(":")
+        if device_type not in ("cpu", "cuda") or (index and not index.isdigit()):
+            raise ValueError(f"device {device!r} is not one CTranslate2 runs on (cpu, cuda, cuda:1, ...)")
+        if device_type == "cuda" and ctranslate2.get_cuda_device_count() == 0:
+            raise ValueError(f"device {device!r}: CTranslate2 finds no CUDA device on this machine")
+        supported = ctranslate2.get_supported_compute_types(device_type, int(index or 0))
+        if compute_type not in ("default", "auto") and compute_type not in supported:
+            raise ValueError(f"compute_type {compute_type!r} is not supported on {device} by this machine "
+                             f"(supported: {', '.join(sorted(supported))})")
+        self.translator = ctranslate2.Translator(str(folder), device=device_type, device_index=int(index or 0),
+                                                 compute_type=compute_type, inter_threads=inter_threads,
+                                                 intra_threads=intra_threads)
+        self.device = torch.device("cpu")  # where generate() takes its inputs
+        self.source_tokens, self.target_tokens = self._read_vocabularies(folder)
+        self.target_ids = {token: i for i, token in enumerate(self.target_tokens)}
+        self.generation_config = (GenerationConfig.from_pretrained(folder)
+                                  if (folder / "generation_config.json").is_file() else GenerationConfig())
+        ignored = sorted(set(self.generation_config.to_diff_dict()) - self.APPLIED_SETTINGS)
+        if ignored:
+            warnings.warn(f"{folder}/generation_config.json sets {', '.join(ignored)}, which the CTranslate2 engine "
+                          "does not apply; its translations may differ from generate's.", stacklevel=2)
+
+    @staticmethod
+    def _read_vocabularies(folder: Path) -> tuple[list[str], list[str]]:
+        def read(name):
+            return json.loads((folder / name).read_text(encoding="utf-8"))
+
+        if (folder / "shared_vocabulary.json").is_file():
+            source = target = read("shared_vocabulary.json")
+        elif (folder / "source_vocabulary.json").is_file() and (folder / "target_vocabulary.json").is_file():
+            source, target = read("source_vocabulary.json"), read("target_vocabulary.json")
+        else:
+            raise FileNotFoundError(f"{folder} has no CTranslate2 vocabulary ({' or '.join(VOCABULARY_FILES[:2])}).")
+        return source, target
+
+    def translate_options(self, **kwargs) -> dict:
+        """`translate_batch` keywords for `generate` keywords, on top of the generation config's."""
+        unknown = sorted(set(kwargs) - {*self.OPTIONS, "max_new_tokens", "max_length", "bad_words_ids"})
+        if unknown:
+            raise ValueError(f"The CTranslate2 engine does not take {', '.join(unknown)}; it takes "
+                             f"{', '.join([*self.OPTIONS, 'max_new_tokens', 'max_length', 'bad_words_ids'])}.")
+        config = self.generation_config
+        settings = {name: getattr(config, name, None) for name in
+                    (*self.OPTIONS, "max_new_tokens", "max_length", "bad_words_ids")}
+        if "max_new_tokens" in kwargs or "max_length" in kwargs:
+            settings.update(max_new_tokens=None, max_length=None)
+        settings.update({name: value for name, value in kwargs.items() if value is not None})
+
+        options = {self.OPTIONS[name]: settings[name] for name in self.OPTIONS if settings[name] is not None}
+        # generate's max_length counts the decoder start token; max_new_tokens and CTranslate2's length do not
+        new_tokens = settings["max_new_tokens"] or (settings["max_length"] or 20) - 1
+        if config.forced_eos_token_id is not None:  # generate spends the last step on </s>, CTranslate2 ends there
+            new_tokens -= 1
+        options["max_decoding_length"] = max(new_tokens, 1)
+        options["min_decoding_length"] = 0  # as generate: </s> may come first (CTranslate2's default is 1)
+        eos = config.eos_token_id if config.eos_token_id is not None else []
+        options["end_token"] = [self.target_tokens[i] for i in (eos if isinstance(eos, list) else [eos])] or None
+        if settings["bad_words_ids"]:
+            options["suppress_sequences"] = [[self.target_tokens[i] for i in ids] for ids in settings["bad_words_ids"]]
+        return options
+
+    def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs) -> list[list[int]]:
+        """Translate a padded batch of source ids; returns the generated target ids of each row (no start token)."""
+        options = self.translate_options(**kwargs)
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        rows = [[self.source_tokens[i] for i, keep in zip(ids, mask) if keep]
+                for ids, mask in zip(input_ids.tolist(), attention_mask.tolist())]
+        try:
+            results = self.translator.translate_batch(rows, max_input_length=0, **options)
+        except RuntimeError as error:  # e.g. "No position encodings are defined for positions >= 1024, ..."
+            raise ValueError(f"CTranslate2 cannot translate this batch: {error}") from None
+        return [[self.target_ids[token] for token in result.hypotheses[0]] for result in results]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# `vanilla-transformer export ctranslate2 CHECKPOINT OUT`
+
+
+def add_subcommand(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "export",
+        help="export a checkpoint to a CTranslate2 folder for fast translation",
+        description="Export a saved checkpoint folder to CTranslate2 (weights, vocabularies, tokenizer and decoding "
+                    "defaults); `vanilla-transformer translate --model OUT` then translates with it.",
+    )
+    formats = parser.add_subparsers(dest="format", required=True)
+    ct2 = formats.add_parser("ctranslate2", help="a CTranslate2 model folder (pip install vanilla-transformer[fast])")
+    ct2.add_argument("checkpoint", help="folder written by save_pretrained, with its tokenizer")
+    ct2.add_argument("out", help="folder to write the CTranslate2 model to")
+    ct2.add_argument("--quantization", choices=QUANTIZATIONS, default="float32",
+                     help="weight type (default float32); int8 is the fastest on CPUs")
+    ct2.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    ct2.set_defaults(func=_run, parser=ct2)
+
+
+def _run(args: argparse.Namespace) -> None:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = to_ctranslate2(args.checkpoint, args.out, args.quantization, overwrite=args.overwrite)
+    except (ExportError, OSError) as error:
+        args.parser.error(str(error))
+    print(f"Exported {args.checkpoint} to the CTranslate2 folder {out} ({args.quantization}).")
+
+
+__all__ = ["CTranslate2Translator", "ExportError", "QUANTIZATIONS", "is_ctranslate2_folder", "to_ctranslate2"]

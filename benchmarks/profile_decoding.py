@@ -21,8 +21,11 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from speed import SIZES, build_models, machine, random_batch  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run from a checkout, installed or not
+    sys.path.insert(0, str(ROOT))
+from benchmarks.report import machine_description  # noqa: E402
+from benchmarks.speed import SIZES, build_models, random_batch  # noqa: E402
 
 # A model whose arithmetic is negligible: its step time is the per-step overhead of the framework and the code.
 SIZES.setdefault("tiny", dict(d_model=16, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
@@ -106,7 +109,7 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    print(f"{machine()}; torch {torch.__version__}, {torch.get_num_threads()} threads\n")
+    print(f"{machine_description()}; torch {torch.__version__}\n")
     n = args.new_tokens
     for size, batch_size in ((size, batch_size) for size in args.sizes for batch_size in args.batch_sizes):
         ours, marian = (m.eval() for m in build_models(size, "cpu"))

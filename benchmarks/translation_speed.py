@@ -35,11 +35,10 @@ if str(ROOT) not in sys.path:  # run from a checkout, installed or not
 import transformers  # noqa: E402
 from transformers import MarianConfig, MarianMTModel  # noqa: E402
 
-from speed import machine  # noqa: E402  (benchmarks/speed.py: the machine and its CPU flags)
+from benchmarks.report import RESULTS, machine_description, write_section  # noqa: E402
 from vanilla_transformer.export import CTranslate2Translator, to_ctranslate2  # noqa: E402
 from vanilla_transformer.translate import load_model_and_tokenizer, translate  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 SECTION = "## Fast translation: CTranslate2 vs generate"
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
 
@@ -142,7 +141,7 @@ def run(args) -> str:
     shutil.rmtree(exports)
 
     lines = [SECTION, "",
-             f"Measured {date.today().isoformat()} on {machine()}; load average {load_before} before and {load_after} "
+             f"Measured {date.today().isoformat()} on {machine_description()}; load average {load_before} before and {load_after} "
              f"after (a shared machine: other jobs ran meanwhile); torch {torch.__version__} and CTranslate2 "
              f"{ctranslate2.__version__}, {args.threads} threads each; transformers {transformers.__version__}.",
              f"Command: `python benchmarks/translation_speed.py {' '.join(sys.argv[1:])}`", "",
@@ -175,18 +174,6 @@ def _load() -> str:
     return f"{os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else "unknown"
 
 
-def write_section(text: str, path: Path = RESULTS) -> None:
-    """Replace this benchmark's section of RESULTS.md, leaving the other sections alone."""
-    old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n\n"
-    start = old.find(SECTION)
-    if start < 0:
-        new = old.rstrip("\n") + "\n\n" + text
-    else:
-        end = old.find("\n## ", start + len(SECTION))
-        new = old[:start] + text + (old[end:] if end >= 0 else "")
-    path.write_text(new, encoding="utf-8")
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -204,7 +191,7 @@ def main(argv=None):
     text = run(args)
     print(text)
     if not args.no_write:
-        write_section(text)
+        write_section(SECTION, text)
         print(f"Wrote {RESULTS.relative_to(ROOT)}")
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from conftest import tiny_model
+from helpers import tiny_model
 from test_convert import build_source, write_fsmt_tokenizer, write_marian_tokenizer
 from test_convert import ENGLISH as CONVERT_ENGLISH
 from translation_fixtures import tiny_tokenizer

@@ -179,9 +179,21 @@ class TranslationPipeline(Pipeline):
         if forced_bos is not None and "forced_bos_token_id" not in generate_kwargs:
             generate_kwargs["forced_bos_token_id"] = int(forced_bos.flatten()[0])  # one target language per call
         batch_size = model_inputs["input_ids"].shape[0]
-        output = self.model.generate(**model_inputs, **self._prepare_generate_kwargs(generate_kwargs))
+        output = self.model.generate(**model_inputs, **self._generate_kwargs_for_call(generate_kwargs))
         output_ids = output.sequences if isinstance(output, ModelOutput) else output  # (B * n, T)
         return {"output_ids": output_ids.reshape(batch_size, -1, output_ids.shape[-1])}  # (B, n, T)
+
+    def _generate_kwargs_for_call(self, generate_kwargs: dict) -> dict:
+        """`generate()`'s arguments for one call: the call's parameters, over those given to `pipeline(...)`, over the
+        model's generation config, over `_default_generation_config`."""
+        # Private API, transformers >= 5.20: `Pipeline._prepare_generate_kwargs` does exactly this merge.
+        prepare = getattr(super(), "_prepare_generate_kwargs", None)
+        if prepare is not None:
+            return prepare(generate_kwargs)
+        # transformers 5.4 - 5.19: `Pipeline.__init__` merged the other three into the (public) `self.generation_config`.
+        if "generation_config" in generate_kwargs:
+            return generate_kwargs
+        return {**generate_kwargs, "generation_config": self.generation_config}
 
     def postprocess(self, model_outputs: dict, return_tensors: bool = False, clean_up_tokenization_spaces: bool = False):
         records = []

@@ -334,6 +334,14 @@ def run(data_args, model_args, training_args, explicit: set[str], callbacks=None
         raise UsageError(f"--bleu_tokenize {data_args.bleu_tokenize}: {error}") from None
     set_seed(training_args.seed)
     resume = resolve_resume_checkpoint(training_args)
+    from vanilla_transformer.checkpoint import CheckpointError, check_checkpoint
+
+    for folder in (resume, model_args.model_name_or_path):  # a local checkpoint must be whole (not a Hub id)
+        if folder is not None and os.path.isdir(folder):
+            try:
+                check_checkpoint(folder, need_tokenizer=data_args.tokenizer_name is None)
+            except CheckpointError as error:
+                raise UsageError(str(error)) from None
     prepare_output_dir(training_args, resume)
     os.makedirs(training_args.output_dir, exist_ok=True)
 

@@ -15,24 +15,22 @@ from collections.abc import Iterable
 
 import torch
 
-
-def _check_model_folder(path: str) -> None:
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"model folder not found: {path}")
-    if not os.path.isdir(path):
-        raise FileNotFoundError(f"{path} is a file; give the folder written by save_pretrained")
-    if not os.path.isfile(os.path.join(path, "config.json")):
-        raise FileNotFoundError(f"{path} is not a saved model folder: it has no config.json")
+from .checkpoint import check_checkpoint
 
 
 def load_model(path: str, device: str | torch.device | None = None):
     """`AutoModelForSeq2SeqLM.from_pretrained(path)` in eval mode on `device` (default: CUDA when available).
 
-    Raises FileNotFoundError naming what is missing (the folder or its config.json).
+    Raises `CheckpointError` (a ValueError) naming the file and the problem if the folder is not whole (see
+    `vanilla_transformer.checkpoint`): missing, truncated or mismatched weights, no config.json, ...
     """
+    check_checkpoint(path, need_tokenizer=False)
+    return _load_model(path, device)
+
+
+def _load_model(path: str, device: str | torch.device | None):
     from transformers import AutoModelForSeq2SeqLM
 
-    _check_model_folder(path)
     model = AutoModelForSeq2SeqLM.from_pretrained(path)
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -40,15 +38,12 @@ def load_model(path: str, device: str | torch.device | None = None):
 
 
 def load_model_and_tokenizer(path: str, device: str | torch.device | None = None):
-    """The model (see `load_model`) and `AutoTokenizer.from_pretrained(path)` of a saved folder."""
+    """The model (see `load_model`) and `AutoTokenizer.from_pretrained(path)` of a saved folder, which must hold
+    the tokenizer's files too."""
     from transformers import AutoTokenizer
 
-    _check_model_folder(path)
-    if not any(os.path.isfile(os.path.join(path, name)) for name in ("tokenizer.json", "tokenizer_config.json")):
-        raise FileNotFoundError(
-            f"{path} has no tokenizer (tokenizer.json); save it there with tokenizer.save_pretrained({path!r})"
-        )
-    return load_model(path, device), AutoTokenizer.from_pretrained(path)
+    check_checkpoint(path, need_tokenizer=True)
+    return _load_model(path, device), AutoTokenizer.from_pretrained(path)
 
 
 def translate(

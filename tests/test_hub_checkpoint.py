@@ -170,7 +170,7 @@ def test_push_to_hub_uploads_the_pipeline_code_and_custom_pipelines(monkeypatch)
     api = FakeHubApi()
     if hasattr(transformers_hub, "hf_api"):  # transformers >= 5.19 routes its Hub calls through hf_api()
         monkeypatch.setattr(transformers_hub, "hf_api", lambda: api)
-    else:  # 5.4 - 5.18 call huggingface_hub's functions, imported into transformers.utils.hub
+    else:  # 5.18 calls huggingface_hub's functions, imported into transformers.utils.hub
         monkeypatch.setattr(transformers_hub, "create_repo", api.create_repo)
         monkeypatch.setattr(transformers_hub, "create_commit", api.create_commit)
     monkeypatch.setattr(transformers_hub, "create_and_tag_model_card",

@@ -162,19 +162,17 @@ def test_language_codes_are_accepted_and_a_task_name_sets_them(model, tokenizer,
 
 
 def test_language_codes_reach_a_multilingual_tokenizer():
-    """As v4: src_lang/tgt_lang go to the tokenizers that use them (NLLB/M2M100 force the target-language token).
-    The model is a Marian one (M2M100Config cannot be built on transformers 5.4 with a current huggingface_hub: its
-    `scale_embedding` is annotated `int`); any encoder-decoder model must do."""
-    from transformers import MarianConfig, MarianMTModel, NllbTokenizer
+    """As v4: src_lang/tgt_lang go to the tokenizers that use them (NLLB/M2M100 force the target-language token)."""
+    from transformers import M2M100Config, M2M100ForConditionalGeneration, NllbTokenizer
 
     tokenizer = NllbTokenizer()
     torch.manual_seed(0)
-    config = MarianConfig(vocab_size=len(tokenizer), d_model=16, encoder_layers=1, decoder_layers=1,
+    config = M2M100Config(vocab_size=len(tokenizer), d_model=16, encoder_layers=1, decoder_layers=1,
                           encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
                           max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id,
                           bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                           decoder_start_token_id=tokenizer.eos_token_id)
-    translator = pipeline("translation", model=MarianMTModel(config).eval(), tokenizer=tokenizer)
+    translator = pipeline("translation", model=M2M100ForConditionalGeneration(config).eval(), tokenizer=tokenizer)
     for target in ("fra_Latn", "deu_Latn"):
         outputs = translator(["hello world", "hi"], src_lang="eng_Latn", tgt_lang=target, return_tensors=True,
                              num_beams=1, max_new_tokens=3, batch_size=2)

@@ -10,10 +10,12 @@ import transformers
 
 
 # The transformers releases this file, and the model and pipeline files saved with it, are tested with (CI runs
-# the oldest and the newest; pyproject.toml declares the same range). 5.4 is the first with the dataclass
-# `PreTrainedConfig` that the fields below are written for. Checked here because this file is imported first,
-# by `import vanilla_transformer` and by `trust_remote_code` loads of a saved folder alike.
-SUPPORTED_TRANSFORMERS = ((5, 4), (6, 0))  # >= 5.4, < 6
+# the oldest and the newest; pyproject.toml declares the same range). Older 5.x releases lack what we rely on:
+# the dataclass `PreTrainedConfig` these fields are written for (5.4), `LabelSmoother` taking `num_items_in_batch`
+# (5.15; training's loss) and beam search over a target vocabulary that differs from `vocab_size` (5.18; converted
+# FSMT checkpoints). Checked here because this file is imported first, by `import vanilla_transformer` and by
+# `trust_remote_code` loads of a saved folder alike.
+SUPPORTED_TRANSFORMERS = ((5, 18), (6, 0))  # >= 5.18, < 6
 
 
 def check_transformers_version(version: str = transformers.__version__) -> None:

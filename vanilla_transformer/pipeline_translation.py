@@ -190,7 +190,7 @@ class TranslationPipeline(Pipeline):
         prepare = getattr(super(), "_prepare_generate_kwargs", None)
         if prepare is not None:
             return prepare(generate_kwargs)
-        # transformers 5.4 - 5.19: `Pipeline.__init__` merged the other three into the (public) `self.generation_config`.
+        # transformers 5.18 - 5.19: `Pipeline.__init__` merged the other three into (public) `self.generation_config`.
         if "generation_config" in generate_kwargs:
             return generate_kwargs
         return {**generate_kwargs, "generation_config": self.generation_config}

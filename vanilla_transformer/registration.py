@@ -66,7 +66,7 @@ def register_translation_pipeline() -> None:
         check_task._passes_translation_tasks = True
         registry.check_task = check_task
 
-    # Private API, transformers >= 5.19 (5.4 - 5.18 have no such function and need nothing more): `pipeline()`
+    # Private API, transformers >= 5.19 (5.18 has no such function and needs nothing more): `pipeline()`
     # first passes the task to `_resolve_deprecated_task`, which raises KeyError for "translation" and
     # "translation_*" (REMOVED_TASKS). Translation task names pass it unchanged.
     resolve = getattr(pipelines, "_resolve_deprecated_task", None)

@@ -105,46 +105,72 @@ def test_from_pretrained_keeps_transformers_behaviour(whole, tmp_path):
     assert list(info["missing_keys"]) == [name]
 
 
-def _run(argv, cwd):
-    """A command in a fresh interpreter, as a user runs it."""
-    return subprocess.run([sys.executable, *argv], cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, stdin=subprocess.DEVNULL)
+def _in_process(main, argv, capsys):
+    """Run a command's `main(argv)` here (cheap); returns (exit code, stderr)."""
+    code = 0
+    try:
+        main(argv)
+    except SystemExit as exit:
+        code = exit.code if isinstance(exit.code, int) else 1
+        if isinstance(exit.code, str):
+            print(exit.code, file=sys.stderr)
+    return code, capsys.readouterr().err
 
 
-def _assert_refused(result, folder, file_name, problem, written):
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr, result.stderr[-2000:]
-    last = result.stderr.strip().splitlines()[-1]
-    assert "error:" in last and file_name in last and problem in last and str(folder) in last, result.stderr[-2000:]
+def _assert_refused(code, err, folder, file_name, problem, written):
+    assert code != 0
+    assert "Traceback" not in err, err[-2000:]
+    last = err.strip().splitlines()[-1]
+    assert "error:" in last and file_name in last and problem in last and str(folder) in last, err[-2000:]
     assert not os.path.exists(written)
 
 
 @pytest.mark.parametrize("breakage", BREAKAGES, ids=lambda b: b.__name__)
-def test_translate_refuses_a_broken_checkpoint(whole, tmp_path, breakage):
+def test_translate_refuses_a_broken_checkpoint(whole, tmp_path, capsys, breakage):
+    from vanilla_transformer.cli import main
+
     folder = _copy(whole, tmp_path)
     file_name, problem = breakage(folder)
     output = tmp_path / "out.txt"
-    result = _run(["-m", "vanilla_transformer", "translate", "--model", str(folder), "zwei Hunde",
-                   "--output", str(output)], REPO_ROOT)
-    _assert_refused(result, folder, file_name, problem, output)
+    code, err = _in_process(main, ["translate", "--model", str(folder), "zwei Hunde", "--output", str(output)], capsys)
+    _assert_refused(code, err, folder, file_name, problem, output)
 
 
-def test_plot_average_train_and_convert_refuse_a_truncated_checkpoint(whole, tmp_path):
+def test_translate_refusal_in_a_fresh_interpreter_is_one_line(whole, tmp_path):
+    """As a user runs it: `python -m vanilla_transformer translate` prints one line and no traceback."""
+    folder = _copy(whole, tmp_path)
+    file_name, problem = weight_missing(folder)
+    result = subprocess.run([sys.executable, "-m", "vanilla_transformer", "translate", "--model", str(folder), "zwei"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    _assert_refused(result.returncode, result.stderr, folder, file_name, problem, tmp_path / "nothing")
+    assert result.stdout == ""
+    assert [line for line in result.stderr.splitlines() if line.strip()] == [result.stderr.strip()]
+
+
+def test_plot_average_train_and_convert_refuse_a_truncated_checkpoint(whole, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     from transformers import MarianConfig, MarianMTModel
+
+    from training.average_checkpoints import main as average_main
+    from training.train import main as train_main
+    from vanilla_transformer.cli import main
 
     folder = _copy(whole, tmp_path, "checkpoint-1")
     good = _copy(whole, tmp_path, "checkpoint-2")
     file_name, problem = truncated_weights(folder)
     picture = tmp_path / "attention.png"
-    _assert_refused(_run(["-m", "vanilla_transformer", "plot", "attention", "--model", str(folder), "--text", "zwei",
-                          "--out", str(picture)], REPO_ROOT), folder, file_name, problem, picture)
+    code, err = _in_process(main, ["plot", "attention", "--model", str(folder), "--text", "zwei", "--out",
+                                   str(picture)], capsys)
+    _assert_refused(code, err, folder, file_name, problem, picture)
     averaged = tmp_path / "averaged"
-    _assert_refused(_run(["-m", "training.average_checkpoints", "--checkpoints", str(good), str(folder),
-                          "--output_dir", str(averaged)], REPO_ROOT), folder, file_name, problem, averaged)
+    code, err = _in_process(average_main, ["--checkpoints", str(good), str(folder), "--output_dir", str(averaged)],
+                            capsys)
+    _assert_refused(code, err, folder, file_name, problem, averaged)
     trained = tmp_path / "trained"
-    _assert_refused(_run(["-m", "training.train", "--preset", "demo", "--model_name_or_path", str(folder),
-                          "--output_dir", str(trained)], REPO_ROOT), folder, file_name, problem, trained)
+    code, err = _in_process(train_main, ["--preset", "demo", "--model_name_or_path", str(folder), "--output_dir",
+                                         str(trained)], capsys)
+    _assert_refused(code, err, folder, file_name, problem, trained)
 
     marian = tmp_path / "marian"
     MarianMTModel(MarianConfig(vocab_size=40, d_model=16, encoder_layers=1, decoder_layers=1,
@@ -153,19 +179,19 @@ def test_plot_average_train_and_convert_refuse_a_truncated_checkpoint(whole, tmp
                                decoder_start_token_id=39, eos_token_id=0)).save_pretrained(marian)
     file_name, problem = truncated_weights(marian)
     converted = tmp_path / "converted"
-    _assert_refused(_run(["-m", "vanilla_transformer", "convert", "marian", str(marian), str(converted),
-                          "--no-tokenizer"], REPO_ROOT), marian, file_name, problem, converted)
+    code, err = _in_process(main, ["convert", "marian", str(marian), str(converted), "--no-tokenizer"], capsys)
+    _assert_refused(code, err, marian, file_name, problem, converted)
 
 
-def test_resuming_from_a_broken_checkpoint_is_refused(whole, tmp_path):
+def test_resuming_from_a_broken_checkpoint_is_refused(whole, tmp_path, capsys):
+    from training.train import main as train_main
+
     output_dir = tmp_path / "run"
     output_dir.mkdir()
     folder = _copy(whole, output_dir, "checkpoint-3")
     file_name, problem = weight_missing(folder)
     before = sorted(os.listdir(output_dir))
-    result = _run(["-m", "training.train", "--preset", "demo", "--output_dir", str(output_dir),
-                   "--resume_from_checkpoint", "true"], REPO_ROOT)
-    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
-    last = result.stderr.strip().splitlines()[-1]
-    assert file_name in last and problem in last, last
+    code, err = _in_process(train_main, ["--preset", "demo", "--output_dir", str(output_dir),
+                                         "--resume_from_checkpoint", "true"], capsys)
+    _assert_refused(code, err, folder, file_name, problem, tmp_path / "nothing")
     assert sorted(os.listdir(output_dir)) == before

@@ -14,6 +14,7 @@ file and names it in `config.json` (`custom_pipelines`), so that without the pac
 and imports only torch and transformers.
 """
 
+import copy
 from typing import Any
 
 import torch
@@ -193,7 +194,9 @@ class TranslationPipeline(Pipeline):
         # transformers 5.18 - 5.19: `Pipeline.__init__` merged the other three into (public) `self.generation_config`.
         if "generation_config" in generate_kwargs:
             return generate_kwargs
-        return {**generate_kwargs, "generation_config": self.generation_config}
+        generation_config = copy.deepcopy(self.generation_config)
+        others = generation_config.update(**generate_kwargs)  # returns what is not a generation parameter
+        return {**others, "generation_config": generation_config}
 
     def postprocess(self, model_outputs: dict, return_tensors: bool = False, clean_up_tokenization_spaces: bool = False):
         records = []

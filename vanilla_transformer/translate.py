@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import torch
 
 from .checkpoint import check_checkpoint
+from .pipeline_translation import check_generation_parameters
 
 
 def load_model(path: str, device: str | torch.device | None = None):
@@ -65,6 +66,7 @@ def translate(
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    check_generation_parameters(model.generation_config, generate_kwargs)
     texts = list(texts)
     translations = [""] * len(texts)
     todo = [i for i, text in enumerate(texts) if text.strip()]
@@ -134,8 +136,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     elif args.input:
         if not os.path.isfile(args.input):
             parser.error(f"--input file not found: {args.input}")
-        with open(args.input, encoding="utf-8") as f:
-            texts = [line.rstrip("\n") for line in f]
+        with open(args.input, encoding="utf-8-sig") as f:  # without a byte-order mark
+            texts = [line.rstrip("\n") for line in f]  # universal newlines: \r\n ends a line too
     else:
         texts = args.texts
 

@@ -3,8 +3,8 @@ another (remote code, package not importable), and a transformers outside the ra
 
 The cross-version tests need a second interpreter, so they run where CI provides one (its floor job):
     VT_OTHER_PYTHON   a Python whose environment has another transformers release of the range
-    VT_BELOW_FLOOR    a folder holding a transformers release older than the floor (pip install --target), usable by
-                      the interpreter running these tests
+    VT_BELOW_FLOOR_PYTHON  a Python whose environment has a transformers release older than the floor (torch is
+                           not needed: the check comes first)
 """
 
 import json
@@ -127,22 +127,21 @@ def test_a_folder_saved_under_one_transformers_translates_under_the_other_both_w
         assert len(set(" ".join(side["pipeline"]).split())) > 1  # not one token repeated: the comparison can fail
 
 
-@pytest.mark.skipif(not os.environ.get("VT_BELOW_FLOOR"),
-                    reason="VT_BELOW_FLOOR (a folder with a transformers older than the floor) is not set; CI's floor "
-                           "job sets it")
+@pytest.mark.skipif(not os.environ.get("VT_BELOW_FLOOR_PYTHON"),
+                    reason="VT_BELOW_FLOOR_PYTHON (a Python with a transformers older than the floor) is not set; CI's "
+                           "floor job sets it")
 def test_a_transformers_below_the_floor_stops_import_and_remote_code_with_one_line(tmp_path):
-    old = os.environ["VT_BELOW_FLOOR"]
+    old_python = os.environ["VT_BELOW_FLOOR_PYTHON"]
     folder = tmp_path / "saved"
     tiny_translator(seed=7).save_pretrained(folder)
     (low_major, low_minor), (high_major, _) = SUPPORTED_TRANSFORMERS
     required = f"transformers>={low_major}.{low_minor},<{high_major}"
     for code in (
-        f"import sys; sys.path[:0] = [{old!r}, {str(REPO_ROOT)!r}]; import vanilla_transformer",
+        f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); import vanilla_transformer",
         # without the package, as a Hub user: the saved config file stops the load
-        f"import sys; sys.path.insert(0, {old!r}); from transformers import AutoConfig; "
-        f"AutoConfig.from_pretrained({str(folder)!r}, trust_remote_code=True)",
+        f"from transformers import AutoConfig; AutoConfig.from_pretrained({str(folder)!r}, trust_remote_code=True)",
     ):
-        result = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True,
+        result = subprocess.run([old_python, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True,
                                 timeout=300, stdin=subprocess.DEVNULL,
                                 env={**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"})
         assert result.returncode != 0

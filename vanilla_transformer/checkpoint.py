@@ -92,8 +92,9 @@ def _expected_weights(folder: str, config) -> tuple[dict, list[set], list, list,
     except Exception as error:  # noqa: BLE001
         raise CheckpointError(f"{os.path.join(folder, 'config.json')} does not build a model: "
                               f"{_one_line(error)}") from None
-    # Class attributes that `from_pretrained` and `save_pretrained` read, the same in transformers 5.x: weights never
-    # saved, weights allowed to be missing (recomputed, e.g. sinusoid tables), and old names to ignore.
+    # Private API (underscore class attributes that `from_pretrained` / `save_pretrained` read; the same in
+    # transformers 5.18 - 5.24, no public equivalent): weights never saved, weights allowed to be missing (recomputed,
+    # e.g. sinusoid tables), and old names to ignore.
     never_saved = set(getattr(model, "_keys_to_ignore_on_save", None) or [])
     may_miss = list(getattr(model, "_keys_to_ignore_on_load_missing", None) or [])
     may_have = list(getattr(model, "_keys_to_ignore_on_load_unexpected", None) or [])

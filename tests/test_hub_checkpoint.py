@@ -168,7 +168,11 @@ class FakeHubApi:
 
 def test_push_to_hub_uploads_the_pipeline_code_and_custom_pipelines(monkeypatch):
     api = FakeHubApi()
-    monkeypatch.setattr(transformers_hub, "hf_api", lambda: api)
+    if hasattr(transformers_hub, "hf_api"):  # transformers >= 5.19 routes its Hub calls through hf_api()
+        monkeypatch.setattr(transformers_hub, "hf_api", lambda: api)
+    else:  # 5.18 calls huggingface_hub's functions, imported into transformers.utils.hub
+        monkeypatch.setattr(transformers_hub, "create_repo", api.create_repo)
+        monkeypatch.setattr(transformers_hub, "create_commit", api.create_commit)
     monkeypatch.setattr(transformers_hub, "create_and_tag_model_card",
                         lambda repo_id, tags=None, token=None: ModelCard.from_template(ModelCardData(), template_str="---\n{{ card_data }}\n---\n"))
     model = tiny_translator(seed=4)

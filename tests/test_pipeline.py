@@ -211,7 +211,9 @@ def test_a_model_that_is_not_encoder_decoder_is_refused(tokenizer):
 def test_registration_is_idempotent():
     import transformers.pipelines as pipelines
 
-    resolve = pipelines._resolve_deprecated_task
+    resolve = getattr(pipelines, "_resolve_deprecated_task", None)  # transformers >= 5.19
+    check = pipelines.PIPELINE_REGISTRY.check_task
     vanilla_transformer.register()
-    assert pipelines._resolve_deprecated_task is resolve
+    assert getattr(pipelines, "_resolve_deprecated_task", None) is resolve
+    assert pipelines.PIPELINE_REGISTRY.check_task is check
     assert pipelines.PIPELINE_REGISTRY.supported_tasks["translation"]["impl"] is TranslationPipeline

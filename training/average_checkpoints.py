@@ -13,6 +13,8 @@ import os
 import re
 import sys
 
+from vanilla_transformer.checkpoint import check_checkpoint
+
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -92,6 +94,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--last must be at least 1, got {args.last}.")
     try:
         checkpoints = last_checkpoints(args.checkpoint_dir, args.last) if args.checkpoint_dir else args.checkpoints
+        for checkpoint in checkpoints:  # whole (and the tokenizer that is copied), before anything is written
+            check_checkpoint(checkpoint, need_tokenizer=checkpoint == checkpoints[-1] and os.path.isfile(
+                os.path.join(checkpoint, "tokenizer_config.json")))
         average_checkpoints(checkpoints, args.output_dir)
     except (OSError, ValueError) as error:
         parser.exit(2, f"{parser.prog}: error: {error}\n")

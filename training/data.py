@@ -22,7 +22,7 @@ def _read_lines(path: str, what: str) -> list[str]:
     if not os.path.isfile(path):
         raise DataError(f"The {what} file {path} is not a file.")
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # a leading byte-order mark is not text; \r\n ends lines too
             lines = f.read().splitlines()
     except UnicodeDecodeError as error:
         raise DataError(f"The {what} file {path} is not UTF-8 text ({error}).") from None

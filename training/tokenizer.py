@@ -41,10 +41,10 @@ def _check_files(files: list[str]) -> None:
 
 def _lines(files: Iterable[str]) -> Iterator[str]:
     for path in files:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
+        with open(path, encoding="utf-8-sig") as f:  # a leading byte-order mark is not text
+            for line in f:  # universal newlines: \r\n and \r end lines too
                 if line.strip():
-                    yield line.rstrip("\n")
+                    yield line.rstrip("\r\n")
 
 
 def train_tokenizer(

@@ -239,6 +239,19 @@ def resolve_resume_checkpoint(training_args) -> str | None:
     return value
 
 
+def check_checkpoints(resume: str | None, model_args, data_args) -> None:
+    """A local checkpoint to resume from or to start from (`--model_name_or_path`; a Hub id is left to transformers)
+    must be whole: readable weights that match its config, and its tokenizer unless `--tokenizer_name` gives one."""
+    from vanilla_transformer.checkpoint import CheckpointError, check_checkpoint
+
+    for folder in (resume, model_args.model_name_or_path):
+        if folder is not None and os.path.isdir(folder):
+            try:
+                check_checkpoint(folder, need_tokenizer=data_args.tokenizer_name is None)
+            except CheckpointError as error:
+                raise UsageError(str(error)) from None
+
+
 def prepare_output_dir(training_args, resume: str | None) -> None:
     """Refuse to mix a new run with the checkpoints of an old one (they would be resumed or averaged by mistake)."""
     from transformers.trainer_utils import get_last_checkpoint
@@ -514,6 +527,7 @@ def run(data_args, model_args, training_args, explicit: set[str], callbacks=None
     check_options(data_args, model_args)
     set_seed(training_args.seed)
     resume = resolve_resume_checkpoint(training_args)
+    check_checkpoints(resume, model_args, data_args)
     prepare_output_dir(training_args, resume)
     os.makedirs(training_args.output_dir, exist_ok=True)
 

@@ -29,6 +29,7 @@ import torch
 from huggingface_hub.errors import StrictDataclassError
 from transformers.utils import logging
 
+from .checkpoint import CheckpointError, check_checkpoint
 from .configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_position_encoding
 
@@ -279,6 +280,10 @@ def _load_source_model(kind: str, src: Path):
 
     family = FAMILIES[kind]
     model_class = getattr(transformers, family.architecture)
+    try:
+        check_checkpoint(src, need_tokenizer=False)  # unreadable or truncated weights, wrong shapes, ...
+    except CheckpointError as error:
+        raise ConversionError(str(error)) from None
     try:
         model, info = model_class.from_pretrained(src, output_loading_info=True)
     except OSError as error:  # no weight file at all

@@ -14,6 +14,7 @@ file and names it in `config.json` (`custom_pipelines`), so that without the pac
 and imports only torch and transformers.
 """
 
+import copy
 from typing import Any
 
 import torch
@@ -179,9 +180,27 @@ class TranslationPipeline(Pipeline):
         if forced_bos is not None and "forced_bos_token_id" not in generate_kwargs:
             generate_kwargs["forced_bos_token_id"] = int(forced_bos.flatten()[0])  # one target language per call
         batch_size = model_inputs["input_ids"].shape[0]
-        output = self.model.generate(**model_inputs, **self._prepare_generate_kwargs(generate_kwargs))
+        generate_kwargs = self._generate_kwargs_for_call(generate_kwargs)
+        output = self.model.generate(**model_inputs, **generate_kwargs)
         output_ids = output.sequences if isinstance(output, ModelOutput) else output  # (B * n, T)
         return {"output_ids": output_ids.reshape(batch_size, -1, output_ids.shape[-1])}  # (B, n, T)
+
+    def _generate_kwargs_for_call(self, generate_kwargs: dict) -> dict:
+        """`generate()`'s arguments for one call: the call's parameters, over those given to `pipeline(...)`, over the
+        model's generation config, over `_default_generation_config`. Parameters that cannot work raise ValueError."""
+        # Private API, transformers >= 5.20: `Pipeline._prepare_generate_kwargs` does exactly this merge.
+        prepare = getattr(super(), "_prepare_generate_kwargs", None)
+        if prepare is not None:
+            generate_kwargs = prepare(generate_kwargs)
+            check_generation_parameters(self.model.generation_config, generate_kwargs)
+            return generate_kwargs
+        # transformers 5.18 - 5.19: `Pipeline.__init__` merged the other three into (public) `self.generation_config`.
+        check_generation_parameters(self.generation_config, generate_kwargs)
+        if "generation_config" in generate_kwargs:
+            return generate_kwargs
+        generation_config = copy.deepcopy(self.generation_config)
+        others = generation_config.update(**generate_kwargs)  # returns what is not a generation parameter
+        return {**others, "generation_config": generation_config}
 
     def postprocess(self, model_outputs: dict, return_tensors: bool = False, clean_up_tokenization_spaces: bool = False):
         records = []
@@ -196,9 +215,43 @@ class TranslationPipeline(Pipeline):
         return records
 
 
+def check_generation_parameters(generation_config: GenerationConfig, generate_kwargs: dict | None = None) -> None:
+    """Raise ValueError, naming the parameter, for generation settings that cannot work (where `generate` would
+    divide by zero, fail deep inside torch, or quietly ignore them). `generate_kwargs` override `generation_config`."""
+    generate_kwargs = generate_kwargs or {}
+    config = generate_kwargs.get("generation_config") or generation_config
+
+    def get(name: str):
+        return generate_kwargs[name] if name in generate_kwargs else getattr(config, name, None)
+
+    def whole_number(name: str, least: int, meaning: str) -> None:
+        value = get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            raise ValueError(f"{name}={value!r} cannot work: it must be a whole number of at least {least} ({meaning}).")
+
+    whole_number("num_beams", 1, "the hypotheses beam search keeps; 1 is greedy search")
+    whole_number("num_return_sequences", 1, "translations returned per input")
+    whole_number("max_new_tokens", 1, "the longest translation, in tokens")
+    whole_number("max_length", 1, "the longest output, in tokens")
+    whole_number("min_new_tokens", 0, "the shortest translation, in tokens")
+    whole_number("min_length", 0, "the shortest output, in tokens")
+    if get("do_sample"):
+        temperature, top_p = get("temperature"), get("top_p")
+        if temperature is not None and not temperature > 0:
+            raise ValueError(f"temperature={temperature!r} cannot work with do_sample=True: it must be positive.")
+        if top_p is not None and not 0 < top_p <= 1:
+            raise ValueError(f"top_p={top_p!r} cannot work: it must be in (0, 1].")
+        whole_number("top_k", 0, "the most likely tokens sampled from; 0 for all")
+    elif (get("num_return_sequences") or 1) > (get("num_beams") or 1):
+        raise ValueError(
+            f"num_return_sequences={get('num_return_sequences')} cannot work with num_beams={get('num_beams')}: "
+            "beam search returns at most num_beams translations. Raise num_beams, or sample (do_sample=True)."
+        )
+
+
 def _is_stream(inputs: Any) -> bool:
     """A generator, a `datasets.Dataset` or a `KeyDataset`: checked item by item as the pipeline reads it."""
     return hasattr(inputs, "__iter__") and not isinstance(inputs, (str, bytes, dict))
 
 
-__all__ = ["TranslationPipeline"]
+__all__ = ["TranslationPipeline", "check_generation_parameters"]

@@ -56,13 +56,13 @@ def register_translation_pipeline() -> None:
     """`pipeline("translation", ...)` and `pipeline("translation_xx_to_yy", ...)` -> `TranslationPipeline`, for any
     `AutoModelForSeq2SeqLM` model, without `trust_remote_code`.
 
-    The public hook is `PIPELINE_REGISTRY.register_pipeline`, but registering is not enough in transformers 5: before
-    it looks at the registry, `pipeline()` passes the task to `transformers.pipelines._resolve_deprecated_task`, which
-    raises KeyError for every task in `REMOVED_TASKS` ("translation") and for every name starting with
-    "translation_". Nothing configures that function, and the registry matches task names exactly, so it cannot hold
-    every language pair. We therefore wrap that one function: translation task names (and only they) pass through,
-    and a "translation_xx_to_yy" name becomes a registry alias of "translation" when first used, as v4 did. Every
-    other task, removed ones included, still gets transformers' own answer. Idempotent.
+    The public hook is `PIPELINE_REGISTRY.register_pipeline`, but registering is not enough: the registry matches
+    task names exactly, so it cannot hold every language pair, and from transformers 5.19 `pipeline()` first passes
+    the task to `transformers.pipelines._resolve_deprecated_task`, which raises KeyError for every task in
+    `REMOVED_TASKS` ("translation") and for every name starting with "translation_". Nothing configures either, so we
+    wrap both (below): translation task names (and only they) pass, and a "translation_xx_to_yy" name becomes a
+    registry alias of "translation" when first used, as v4 did. Every other task, removed ones included, still gets
+    transformers' own answer. Idempotent.
     """
     registered = pipelines.PIPELINE_REGISTRY.supported_tasks.get("translation", {}).get("impl")
     if registered is not TranslationPipeline:
@@ -73,17 +73,33 @@ def register_translation_pipeline() -> None:
     # then demand trust_remote_code. With the package, the registered class serves it (see the flag's comment).
     VanillaTransformerConfig.hide_custom_pipelines = True
 
-    resolve = pipelines._resolve_deprecated_task
-    if getattr(resolve, "_passes_translation_tasks", False):
-        return
+    # Both hooks below keep every other task's answer, and are idempotent.
+    # `PIPELINE_REGISTRY.check_task` (public; all of 5.x) matches names exactly: "translation_xx_to_yy" becomes a
+    # registry alias of "translation" when first asked for, as v4 did.
+    registry = pipelines.PIPELINE_REGISTRY
+    check = registry.check_task
+    if not getattr(check, "_passes_translation_tasks", False):
 
-    @functools.wraps(resolve)
-    def resolve_task(task: str) -> str:
-        if isinstance(task, str) and TRANSLATION_TASK.fullmatch(task):
-            if task != "translation":
-                pipelines.PIPELINE_REGISTRY.task_aliases.setdefault(task, "translation")
-            return task
-        return resolve(task)
+        @functools.wraps(check)
+        def check_task(task: str):
+            if isinstance(task, str) and TRANSLATION_TASK.fullmatch(task) and task != "translation":
+                registry.task_aliases.setdefault(task, "translation")
+            return check(task)
 
-    resolve_task._passes_translation_tasks = True
-    pipelines._resolve_deprecated_task = resolve_task
+        check_task._passes_translation_tasks = True
+        registry.check_task = check_task
+
+    # Private API, transformers >= 5.19 (5.18 has no such function and needs nothing more): `pipeline()`
+    # first passes the task to `_resolve_deprecated_task`, which raises KeyError for "translation" and
+    # "translation_*" (REMOVED_TASKS). Translation task names pass it unchanged.
+    resolve = getattr(pipelines, "_resolve_deprecated_task", None)
+    if resolve is not None and not getattr(resolve, "_passes_translation_tasks", False):
+
+        @functools.wraps(resolve)
+        def resolve_task(task: str) -> str:
+            if isinstance(task, str) and TRANSLATION_TASK.fullmatch(task):
+                return task
+            return resolve(task)
+
+        resolve_task._passes_translation_tasks = True
+        pipelines._resolve_deprecated_task = resolve_task

@@ -17,6 +17,8 @@ from collections.abc import Iterable
 
 import torch
 
+from .checkpoint import check_checkpoint
+from .pipeline_translation import check_generation_parameters
 
 ENGINES = ("auto", "pytorch", "ctranslate2")
 
@@ -44,11 +46,16 @@ def _check_model_folder(path: str, engine: str = "pytorch") -> str:
 def load_model(path: str, device: str | torch.device | None = None):
     """`AutoModelForSeq2SeqLM.from_pretrained(path)` in eval mode on `device` (default: CUDA when available).
 
-    Raises FileNotFoundError naming what is missing (the folder or its config.json).
+    Raises `CheckpointError` (a ValueError) naming the file and the problem if the folder is not whole (see
+    `vanilla_transformer.checkpoint`): missing, truncated or mismatched weights, no config.json, ...
     """
+    check_checkpoint(path, need_tokenizer=False)
+    return _load_model(path, device)
+
+
+def _load_model(path: str, device: str | torch.device | None):
     from transformers import AutoModelForSeq2SeqLM
 
-    _check_model_folder(path)
     model = AutoModelForSeq2SeqLM.from_pretrained(path)
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -68,18 +75,19 @@ def load_model_and_tokenizer(path: str, device: str | torch.device | None = None
     if engine not in ENGINES:
         raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
     engine = _check_model_folder(path, engine)
-    if not any(os.path.isfile(os.path.join(path, name)) for name in ("tokenizer.json", "tokenizer_config.json")):
-        raise FileNotFoundError(
-            f"{path} has no tokenizer (tokenizer.json); save it there with tokenizer.save_pretrained({path!r})"
-        )
     if engine == "ctranslate2":
         from .export import CTranslate2Translator
 
+        if not any(os.path.isfile(os.path.join(path, name)) for name in ("tokenizer.json", "tokenizer_config.json")):
+            raise FileNotFoundError(
+                f"{path} has no tokenizer (tokenizer.json); save it there with tokenizer.save_pretrained({path!r})"
+            )
         model = CTranslate2Translator(path, device=str(device or "auto"), compute_type=compute_type)
     else:
         if compute_type != "default":
             raise ValueError("compute_type applies to CTranslate2 folders; this one is a PyTorch model")
-        model = load_model(path, device)
+        check_checkpoint(path, need_tokenizer=True)
+        model = _load_model(path, device)
     return model, AutoTokenizer.from_pretrained(path)
 
 
@@ -103,6 +111,7 @@ def translate(
 
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    check_generation_parameters(model.generation_config, generate_kwargs)
     texts = list(texts)
     translations = [""] * len(texts)
     todo = [i for i, text in enumerate(texts) if text.strip()]
@@ -183,8 +192,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     elif args.input:
         if not os.path.isfile(args.input):
             parser.error(f"--input file not found: {args.input}")
-        with open(args.input, encoding="utf-8") as f:
-            texts = [line.rstrip("\n") for line in f]
+        with open(args.input, encoding="utf-8-sig") as f:  # without a byte-order mark
+            texts = [line.rstrip("\n") for line in f]  # universal newlines: \r\n ends a line too
     else:
         texts = args.texts
 

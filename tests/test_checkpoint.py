@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from conftest import REPO_ROOT
+from helpers import REPO_ROOT
 from translation_fixtures import tiny_tokenizer, tiny_translator
 
 from vanilla_transformer.checkpoint import CheckpointError, check_checkpoint

@@ -18,7 +18,7 @@ import torch
 import transformers
 from transformers import pipeline
 
-from conftest import REPO_ROOT
+from helpers import REPO_ROOT
 from translation_fixtures import GERMAN, tiny_tokenizer, tiny_translator
 
 from vanilla_transformer.configuration_vanilla_transformer import SUPPORTED_TRANSFORMERS, check_transformers_version

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import torch
 
+from .checkpoint import CheckpointError, check_checkpoint
+
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "float16", "bfloat16", "int8_bfloat16")
 # transformers' activation names (ACT2FN) -> the name of CTranslate2's common_spec.Activation member
@@ -213,12 +215,11 @@ def _load_checkpoint(path: Path):
         hint = (f" Convert it first: vanilla-transformer convert {model_type} {path} OUT."
                 if model_type in ("marian", "fsmt") else "")
         raise ExportError(f"{path} holds a {model_type!r} model, not a vanilla_transformer one.{hint}")
-    model, info = AutoModelForSeq2SeqLM.from_pretrained(path, output_loading_info=True)
-    mismatched = sorted(info["missing_keys"]) + sorted(info["unexpected_keys"])
-    if mismatched:  # from_pretrained would fill the gaps with random weights, and the export would carry them
-        raise ExportError(f"The weights in {path} do not match this version of the model (e.g. {mismatched[0]!r}, "
-                          f"{len(mismatched)} in all): was it saved by another version?")
-    return model.eval()
+    try:  # missing weights would be filled with random ones by from_pretrained, and the export would carry them
+        check_checkpoint(path, need_tokenizer=False)  # the tokenizer is checked by _load_tokenizer
+    except CheckpointError as error:
+        raise ExportError(str(error)) from None
+    return AutoModelForSeq2SeqLM.from_pretrained(path).eval()
 
 
 def _load_tokenizer(tokenizer, checkpoint: Path | None):

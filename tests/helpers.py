@@ -5,6 +5,7 @@
 
 import math
 import pathlib
+import textwrap
 
 import numpy as np
 import torch
@@ -14,6 +15,25 @@ import vanilla_transformer
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "multi30k"
+
+
+# The first lines of a script run in a fresh interpreter (`python -I`): our packages cannot be imported there even where
+# they are installed (`pip install -e .`), as on a machine that has only a downloaded checkpoint folder.
+HIDE_PACKAGE = textwrap.dedent(
+    """
+    import sys
+
+
+    class _Refuse:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("vanilla_transformer", "training"):
+                raise ImportError(f"{name} is hidden from this interpreter")
+            return None
+
+
+    sys.meta_path.insert(0, _Refuse())
+    """
+)
 
 
 def tiny_config(**overrides) -> "vanilla_transformer.VanillaTransformerConfig":

@@ -18,7 +18,7 @@ import torch
 import transformers
 from transformers import pipeline
 
-from helpers import REPO_ROOT
+from helpers import HIDE_PACKAGE, REPO_ROOT
 from translation_fixtures import GERMAN, tiny_tokenizer, tiny_translator
 
 from vanilla_transformer.configuration_vanilla_transformer import SUPPORTED_TRANSFORMERS, check_transformers_version
@@ -27,17 +27,10 @@ from vanilla_transformer.configuration_vanilla_transformer import SUPPORTED_TRAN
 # Run with `python -I` from an empty folder: neither the repository nor PYTHONPATH is on sys.path, and our packages are
 # refused in case they are installed in that environment (`pip install -e .` in CI). argv: folder, resave folder
 # (or ""), texts as JSON.
-TRANSLATE_SCRIPT = textwrap.dedent(
+TRANSLATE_SCRIPT = HIDE_PACKAGE + textwrap.dedent(
     r'''
     import json, sys
 
-    class Refuse:
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ("vanilla_transformer", "training"):
-                raise ImportError(f"{name} is hidden from this interpreter")
-            return None
-
-    sys.meta_path.insert(0, Refuse())
     import torch
     import transformers
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline

@@ -13,6 +13,7 @@ import pytest
 import transformers.utils.hub as transformers_hub
 from huggingface_hub import ModelCard, ModelCardData
 from transformers import pipeline
+from helpers import HIDE_PACKAGE
 from translation_fixtures import GERMAN, tiny_tokenizer, tiny_translator
 
 from vanilla_transformer import save_for_hub
@@ -22,17 +23,10 @@ SOURCE_FILES = {"configuration_vanilla_transformer.py", "modeling_vanilla_transf
 
 # Runs in `python -I` from an empty directory: neither the repository nor PYTHONPATH is on sys.path, and a meta path
 # hook refuses our packages in case they are installed in the environment (e.g. `pip install -e .` in CI).
-FRESH_SCRIPT = textwrap.dedent(
+FRESH_SCRIPT = HIDE_PACKAGE + textwrap.dedent(
     r'''
     import contextlib, io, json, os, re, sys
 
-    class Refuse:
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ("vanilla_transformer", "training"):
-                raise ImportError(f"{name} is hidden from this interpreter")
-            return None
-
-    sys.meta_path.insert(0, Refuse())
     try:
         import vanilla_transformer  # noqa: F401
         package_importable = True

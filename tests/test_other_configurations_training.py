@@ -34,6 +34,7 @@ from transformers import (
     pipeline,
 )
 
+from helpers import HIDE_PACKAGE
 from vanilla_transformer import (
     VanillaTransformerConfig,
     VanillaTransformerForCausalLM,
@@ -227,17 +228,10 @@ def test_fill_mask_pipeline_ranks_the_models_predictions(trained_masked_lm, toke
 # Save, reload as the same class, and load in a fresh interpreter without this package.
 
 
-FRESH_SCRIPT = textwrap.dedent(
+FRESH_SCRIPT = HIDE_PACKAGE + textwrap.dedent(
     r'''
     import json, sys
 
-    class Refuse:
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ("vanilla_transformer", "training"):
-                raise ImportError(f"{name} is hidden from this interpreter")
-            return None
-
-    sys.meta_path.insert(0, Refuse())
     import torch
     from transformers import (AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSequenceClassification,
                               AutoTokenizer, pipeline)

@@ -3,8 +3,10 @@ tokens, for a model trained here, for every position, LayerNorm and vocabulary v
 FSMT models; int8 keeps the BLEU; bad input gives one clear error and leaves nothing behind.
 """
 
+import json
 import random
 import shutil
+import warnings
 
 import pytest
 import torch
@@ -140,6 +142,19 @@ def test_trained_checkpoint_exports_to_the_same_translations(demo_checkpoint, tm
     assert translate(engine, tokenizer, texts, batch_size=8) == translate(model, tokenizer, texts, batch_size=8)
     assert translate(engine, tokenizer, texts, max_new_tokens=3) == translate(model, tokenizer, texts,
                                                                               max_new_tokens=3)
+
+
+def test_only_settings_the_engine_does_not_apply_are_warned_about(demo_checkpoint, tmp_path):
+    folder, _, _ = demo_checkpoint
+    out = to_ctranslate2(folder, tmp_path / "ct2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the checkpoint's own generation_config.json (every default written out)
+        CTranslate2Translator(out)
+    settings = json.loads((out / "generation_config.json").read_text())
+    settings.update(do_sample=True, top_k=50, num_beam_groups=2)  # top_k=50 is the neutral value: not named
+    (out / "generation_config.json").write_text(json.dumps(settings))
+    with pytest.warns(UserWarning, match=r"sets do_sample, num_beam_groups, which the CTranslate2 engine does not"):
+        CTranslate2Translator(out)
 
 
 def test_int8_keeps_the_bleu_of_float32(demo_checkpoint, tmp_path):

@@ -320,6 +320,15 @@ class CTranslate2Translator:
     APPLIED_SETTINGS = {*OPTIONS, "max_length", "max_new_tokens", "bad_words_ids", "eos_token_id", "forced_eos_token_id",
                         "early_stopping", "bos_token_id", "pad_token_id", "decoder_start_token_id", "use_cache",
                         "output_attentions", "output_hidden_states", "transformers_version", "_from_model_config"}
+    # the values at which the other settings change nothing here (transformers >= 5.24 writes every default into
+    # generation_config.json); None: a setting that never changes the tokens greedy or beam search picks
+    NEUTRAL_SETTINGS = {"do_sample": False, "temperature": 1.0, "top_k": 50, "top_p": 1.0, "typical_p": 1.0,
+                        "min_length": 0, "num_beam_groups": 1, "diversity_penalty": 0.0, "num_return_sequences": 1,
+                        "encoder_no_repeat_ngram_size": 0, "encoder_repetition_penalty": 1.0, "epsilon_cutoff": 0.0,
+                        "eta_cutoff": 0.0, "output_scores": None, "return_dict_in_generate": None,
+                        "remove_invalid_values": None, "assistant_confidence_threshold": None,
+                        "assistant_lookbehind": None, "num_assistant_tokens": None,
+                        "num_assistant_tokens_schedule": None, "target_lookbehind": None}
 
     def __init__(self, folder: str | os.PathLike, device: str = "cpu", compute_type: str = "default",
                  inter_threads: int = 1, intra_threads: int = 0):
@@ -349,7 +358,9 @@ class CTranslate2Translator:
         self.target_ids = {token: i for i, token in enumerate(self.target_tokens)}
         self.generation_config = (GenerationConfig.from_pretrained(folder)
                                   if (folder / "generation_config.json").is_file() else GenerationConfig())
-        ignored = sorted(set(self.generation_config.to_diff_dict()) - self.APPLIED_SETTINGS)
+        ignored = sorted(name for name, value in self.generation_config.to_diff_dict().items()
+                         if name not in self.APPLIED_SETTINGS
+                         and not (name in self.NEUTRAL_SETTINGS and self.NEUTRAL_SETTINGS[name] in (None, value)))
         if ignored:
             warnings.warn(f"{folder}/generation_config.json sets {', '.join(ignored)}, which the CTranslate2 engine "
                           "does not apply; its translations may differ from generate's.", stacklevel=2)

@@ -5,6 +5,7 @@
 
 import math
 import pathlib
+import sys
 import textwrap
 
 import numpy as np
@@ -16,6 +17,20 @@ import vanilla_transformer
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "multi30k"
 
+
+
+def run_main(main, argv: list[str], capsys) -> tuple[int, str, str]:
+    """Run a command's `main(argv)` in this process (cheap); returns (exit code, stdout, stderr). A `sys.exit("message")`
+    counts as exit code 1 with the message on stderr, as the shell would show it."""
+    code = 0
+    try:
+        main(argv)
+    except SystemExit as exit:
+        code = exit.code if isinstance(exit.code, int) else 1
+        if isinstance(exit.code, str):
+            print(exit.code, file=sys.stderr)
+    out, err = capsys.readouterr()
+    return code, out, err
 
 # The first lines of a script run in a fresh interpreter (`python -I`): our packages cannot be imported there even where
 # they are installed (`pip install -e .`), as on a machine that has only a downloaded checkpoint folder.

@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, run_main
 from translation_fixtures import tiny_tokenizer, tiny_translator
 
 from vanilla_transformer.checkpoint import CheckpointError, check_checkpoint
@@ -105,18 +105,6 @@ def test_from_pretrained_keeps_transformers_behaviour(whole, tmp_path):
     assert list(info["missing_keys"]) == [name]
 
 
-def _in_process(main, argv, capsys):
-    """Run a command's `main(argv)` here (cheap); returns (exit code, stderr)."""
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as exit:
-        code = exit.code if isinstance(exit.code, int) else 1
-        if isinstance(exit.code, str):
-            print(exit.code, file=sys.stderr)
-    return code, capsys.readouterr().err
-
-
 def _assert_refused(code, err, folder, file_name, problem, written):
     assert code != 0
     assert "Traceback" not in err, err[-2000:]
@@ -132,7 +120,8 @@ def test_translate_refuses_a_broken_checkpoint(whole, tmp_path, capsys, breakage
     folder = _copy(whole, tmp_path)
     file_name, problem = breakage(folder)
     output = tmp_path / "out.txt"
-    code, err = _in_process(main, ["translate", "--model", str(folder), "zwei Hunde", "--output", str(output)], capsys)
+    code, _, err = run_main(main, ["translate", "--model", str(folder), "zwei Hunde", "--output", str(output)],
+                            capsys)
     _assert_refused(code, err, folder, file_name, problem, output)
 
 
@@ -160,15 +149,15 @@ def test_plot_average_train_and_convert_refuse_a_truncated_checkpoint(whole, tmp
     good = _copy(whole, tmp_path, "checkpoint-2")
     file_name, problem = truncated_weights(folder)
     picture = tmp_path / "attention.png"
-    code, err = _in_process(main, ["plot", "attention", "--model", str(folder), "--text", "zwei", "--out",
+    code, _, err = run_main(main, ["plot", "attention", "--model", str(folder), "--text", "zwei", "--out",
                                    str(picture)], capsys)
     _assert_refused(code, err, folder, file_name, problem, picture)
     averaged = tmp_path / "averaged"
-    code, err = _in_process(average_main, ["--checkpoints", str(good), str(folder), "--output_dir", str(averaged)],
+    code, _, err = run_main(average_main, ["--checkpoints", str(good), str(folder), "--output_dir", str(averaged)],
                             capsys)
     _assert_refused(code, err, folder, file_name, problem, averaged)
     trained = tmp_path / "trained"
-    code, err = _in_process(train_main, ["--preset", "demo", "--model_name_or_path", str(folder), "--output_dir",
+    code, _, err = run_main(train_main, ["--preset", "demo", "--model_name_or_path", str(folder), "--output_dir",
                                          str(trained)], capsys)
     _assert_refused(code, err, folder, file_name, problem, trained)
 
@@ -179,7 +168,7 @@ def test_plot_average_train_and_convert_refuse_a_truncated_checkpoint(whole, tmp
                                decoder_start_token_id=39, eos_token_id=0)).save_pretrained(marian)
     file_name, problem = truncated_weights(marian)
     converted = tmp_path / "converted"
-    code, err = _in_process(main, ["convert", "marian", str(marian), str(converted), "--no-tokenizer"], capsys)
+    code, _, err = run_main(main, ["convert", "marian", str(marian), str(converted), "--no-tokenizer"], capsys)
     _assert_refused(code, err, marian, file_name, problem, converted)
 
 
@@ -191,7 +180,7 @@ def test_resuming_from_a_broken_checkpoint_is_refused(whole, tmp_path, capsys):
     folder = _copy(whole, output_dir, "checkpoint-3")
     file_name, problem = weight_missing(folder)
     before = sorted(os.listdir(output_dir))
-    code, err = _in_process(train_main, ["--preset", "demo", "--output_dir", str(output_dir),
+    code, _, err = run_main(train_main, ["--preset", "demo", "--output_dir", str(output_dir),
                                          "--resume_from_checkpoint", "true"], capsys)
     _assert_refused(code, err, folder, file_name, problem, tmp_path / "nothing")
     assert sorted(os.listdir(output_dir)) == before

@@ -7,12 +7,11 @@ returns, line for line, what `model.generate` gives for each sentence alone.
 
 import io
 import os
-import sys
 
 import pytest
 import torch
 
-from helpers import tiny_config
+from helpers import run_main, tiny_config
 from training.tokenizer import train_tokenizer
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.cli import main
@@ -61,16 +60,7 @@ def one_at_a_time(model_dir, texts, **generate_kwargs):
 
 
 def run_cli(argv, capsys):
-    """Run the command in this process; returns (exit code, stdout, stderr)."""
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as exit:
-        code = exit.code if isinstance(exit.code, int) else 1
-        if isinstance(exit.code, str):
-            print(exit.code, file=sys.stderr)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_main(main, argv, capsys)
 
 
 def test_file_translation_writes_one_line_per_input_line_matching_single_sentence_generate(model_dir, tmp_path, capsys):

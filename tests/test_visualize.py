@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import tiny_config
+from helpers import run_main, tiny_config
 from training.tokenizer import train_tokenizer
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.cli import main
@@ -65,15 +65,7 @@ def image_axes(fig):
 
 
 def run_cli(argv, capsys):
-    code = 0
-    try:
-        main(argv)
-    except SystemExit as exit:
-        code = exit.code if isinstance(exit.code, int) else 1
-        if isinstance(exit.code, str):
-            print(exit.code, file=sys.stderr)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_main(main, argv, capsys)
 
 
 def assert_png(path, width, height):

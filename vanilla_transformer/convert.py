@@ -18,7 +18,6 @@ tokenizer files are carried over, and the model card names the origin.
     vanilla-transformer convert marian path/to/opus-mt-en-de opus-mt-en-de-vanilla
 """
 
-import argparse
 import json
 import re
 from collections.abc import Callable
@@ -447,36 +446,6 @@ def convert_marian(src_dir: str | Path, out_dir: str | Path, **kwargs) -> Vanill
 def convert_fsmt(src_dir: str | Path, out_dir: str | Path, **kwargs) -> VanillaTransformerForConditionalGeneration:
     """Convert a saved `FSMTForConditionalGeneration` folder (a fairseq WMT19 checkpoint); see `convert`."""
     return convert("fsmt", src_dir, out_dir, **kwargs)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# `vanilla-transformer convert KIND SRC OUT`
-
-
-def add_subcommand(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "convert",
-        help="convert a Marian (OPUS-MT) or FSMT checkpoint folder into this model",
-        description="Convert a saved Marian (OPUS-MT) or FSMT (fairseq WMT19) checkpoint folder into a folder of "
-                    "this model, with its tokenizer, generation settings and a model card naming the origin.",
-    )
-    parser.add_argument("kind", choices=sorted(FAMILIES), help="the source's model type")
-    parser.add_argument("src", help="folder of the saved source checkpoint (config.json, weights, tokenizer files)")
-    parser.add_argument("out", help="folder to write the converted model to")
-    parser.add_argument("--base-model", help="Hub id of the source, for the model card (read off a Hub cache path "
-                                             "when left out)")
-    parser.add_argument("--no-tokenizer", action="store_true", help="convert the model without its tokenizer")
-    parser.add_argument("--overwrite", action="store_true", help="write into a non-empty output folder")
-    parser.set_defaults(func=_run, parser=parser)
-
-
-def _run(args: argparse.Namespace) -> None:
-    try:
-        convert(args.kind, args.src, args.out, base_model=args.base_model, tokenizer=not args.no_tokenizer,
-                overwrite=args.overwrite)
-    except ConversionError as error:
-        args.parser.error(str(error))
-    print(f"Converted the {FAMILIES[args.kind].title} checkpoint {args.src} into {args.out}.")
 
 
 __all__ = ["ConversionError", "convert", "convert_fsmt", "convert_marian", "fsmt_config", "marian_config"]

@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMANDS:
         module = importlib.import_module(f".commands.{name}", __package__)
         command_parser = module.add_parser(subparsers)
-        command_parser.set_defaults(run=module.run, command_parser=command_parser)
+        command_parser.set_defaults(command_run=module.run, command_parser=command_parser)
     return parser
 
 
@@ -55,11 +55,12 @@ def main(argv: list[str] | None = None) -> None:
     command_parser = args.command_parser  # the innermost parser: its prog names the command ("... plot attention")
     _set_up_output()
     try:
-        args.run(args)
+        args.command_run(args)
     except UsageError as error:
         command_parser.error(str(error))  # exit 2
     except (*REPORTED_ERRORS, StrictDataclassError) as error:
-        sys.exit(f"{command_parser.prog}: error: {_one_line(error)}")
+        print(f"{command_parser.prog}: error: {_one_line(error)}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

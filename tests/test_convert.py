@@ -455,9 +455,9 @@ def test_skip_padding_positions_makes_left_padding_invisible(position_embedding_
 
 
 def test_skip_padding_positions_needs_a_pad_token():
-    from vanilla_transformer import VanillaTransformerConfig
-
     from huggingface_hub.errors import StrictDataclassClassValidationError
+
+    from vanilla_transformer import VanillaTransformerConfig
 
     with pytest.raises(StrictDataclassClassValidationError, match="skip_padding_positions=True needs a pad_token_id"):
         VanillaTransformerConfig(skip_padding_positions=True, pad_token_id=None)

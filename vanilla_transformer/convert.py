@@ -32,7 +32,6 @@ from .checkpoint import CheckpointError, check_checkpoint
 from .configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_position_encoding
 
-
 logger = logging.get_logger(__name__)
 
 

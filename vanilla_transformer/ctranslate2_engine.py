@@ -38,16 +38,17 @@ class CTranslate2Translator:
     `generate(input_ids, attention_mask, num_beams=..., max_new_tokens=...)` takes the tokenizer's padded ids and
     returns the generated ids, decoded with the folder's generation config unless told otherwise.
 
-    `device` ("cpu", "cuda", "cuda:1", "auto": CUDA when CTranslate2 finds it), `compute_type` ("default": as exported; "int8", "float32", ...) and the
-    thread counts go to `ctranslate2.Translator`.
+    `device` ("cpu", "cuda", "cuda:1", "auto": CUDA when CTranslate2 finds it), `compute_type` ("default": as
+    exported; "int8", "float32", ...) and the thread counts go to `ctranslate2.Translator`.
     """
 
     # generate() keyword -> translate_batch() keyword, for the options both have with the same meaning
     OPTIONS = {"num_beams": "beam_size", "length_penalty": "length_penalty", "repetition_penalty": "repetition_penalty",
                "no_repeat_ngram_size": "no_repeat_ngram_size"}
     # generation_config.json settings applied here (early_stopping=True is how CTranslate2's beam search stops)
-    APPLIED_SETTINGS = {*OPTIONS, "max_length", "max_new_tokens", "bad_words_ids", "eos_token_id", "forced_eos_token_id",
-                        "early_stopping", "bos_token_id", "pad_token_id", "decoder_start_token_id", "use_cache",
+    APPLIED_SETTINGS = {*OPTIONS, "max_length", "max_new_tokens", "bad_words_ids", "eos_token_id",
+                        "forced_eos_token_id", "early_stopping", "bos_token_id", "pad_token_id",
+                        "decoder_start_token_id", "use_cache",
                         "output_attentions", "output_hidden_states", "transformers_version", "_from_model_config"}
     # the values at which the other settings change nothing here (transformers >= 5.24 writes every default into
     # generation_config.json); None: a setting that never changes the tokens greedy or beam search picks
@@ -133,7 +134,8 @@ class CTranslate2Translator:
             options["suppress_sequences"] = [[self.target_tokens[i] for i in ids] for ids in settings["bad_words_ids"]]
         return options
 
-    def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs) -> list[list[int]]:
+    def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                 **kwargs) -> list[list[int]]:
         """Translate a padded batch of source ids; returns the generated target ids of each row (no start token)."""
         options = self.translate_options(**kwargs)
         if attention_mask is None:

@@ -25,7 +25,7 @@ The folder holds CTranslate2's model.bin, config.json and vocabularies, the chec
 generation_config.json, whose decoding defaults (beam size, length penalty, maximum length, tokens never to generate)
 `CTranslate2Translator` applies as `generate` does. The vocabularies list the tokenizer's token strings by id; the
 translator maps ids to those strings and back, so the tokenizer's own special-token handling and decoding apply.
-"""
+"""  # noqa: E501  (the mapping table's rows)
 
 import math
 import os
@@ -37,7 +37,6 @@ import torch
 
 from .checkpoint import CheckpointError
 from .ctranslate2_engine import CTranslate2Translator, import_ctranslate2, is_ctranslate2_folder
-
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "float16", "bfloat16", "int8_bfloat16")
 # transformers' activation names (ACT2FN) -> the name of CTranslate2's common_spec.Activation member
@@ -64,7 +63,8 @@ def _array(tensor: torch.Tensor):
     return tensor.detach().to(device="cpu", dtype=torch.float32).numpy().copy()
 
 
-def attention_projections(attention) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], tuple[torch.Tensor, torch.Tensor]]:
+def attention_projections(attention) -> tuple[list[tuple[torch.Tensor, torch.Tensor]],
+                                             tuple[torch.Tensor, torch.Tensor]]:
     """The (weight, bias) pairs of one of our attention modules in CTranslate2's layout: the input projections fused
     as CTranslate2 wants them, (q | k | v) for self-attention and q, (k | v) for encoder-decoder attention, and the
     output projection. The only place that knows how our attention names its projections."""
@@ -215,7 +215,8 @@ def _load_tokenizer(tokenizer, checkpoint: Path | None):
         folder = Path(tokenizer if tokenizer is not None else checkpoint)
         if not any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
             raise ExportError(f"{folder} has no tokenizer (tokenizer.json or tokenizer_config.json); the exported "
-                              "folder needs one to turn text into tokens. Save it there with tokenizer.save_pretrained.")
+                              "folder needs one to turn text into tokens. Save it there with "
+                              "tokenizer.save_pretrained.")
         return AutoTokenizer.from_pretrained(folder)
     return tokenizer
 

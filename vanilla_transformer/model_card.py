@@ -15,7 +15,6 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-
 TEMPLATE = "templates/model_card.md"
 CODE_URL = "https://pypi.org/project/vanilla-transformer/"
 TAGS = ["translation", "vanilla-transformer", "encoder-decoder", "attention-is-all-you-need"]
@@ -40,7 +39,8 @@ LANGUAGE_CODE = re.compile(r"[a-z]{2,3}")
 
 def _check_language(name: str, code: str | None) -> None:
     if code is not None and not (isinstance(code, str) and LANGUAGE_CODE.fullmatch(code)):
-        raise ValueError(f"{name}={code!r} is not an ISO 639 language code (two or three lowercase letters, e.g. 'de').")
+        raise ValueError(f"{name}={code!r} is not an ISO 639 language code (two or three lowercase letters, "
+                         "e.g. 'de').")
 
 
 def _split_metrics(metrics: dict[str, Any] | None) -> tuple[dict[str, float], str | None]:

@@ -23,9 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .configuration_vanilla_transformer import SINUSOIDAL_FREQUENCIES, SINUSOIDAL_LAYOUTS, VanillaTransformerConfig
+from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .modeling_vanilla_transformer import positional_encoding
-
 
 ATTENTION_KINDS = ("cross", "encoder", "decoder")
 _INSTALL_HINT = 'pip install "vanilla-transformer[plot]"'
@@ -134,7 +133,8 @@ def attention_weights(
 
     source_tokens = tokenizer.convert_ids_to_tokens(source["input_ids"][0].tolist())
     if kind == "cross":
-        weights, queries, keys = outputs.cross_attentions, tokenizer.convert_ids_to_tokens(labels[0].tolist()), source_tokens
+        weights, keys = outputs.cross_attentions, source_tokens
+        queries = tokenizer.convert_ids_to_tokens(labels[0].tolist())
     elif kind == "encoder":
         weights, queries, keys = outputs.encoder_attentions, source_tokens, source_tokens
     else:
@@ -162,7 +162,8 @@ def _single_stack_attention_weights(model, tokenizer, text: str, target: str | N
     stack = "decoder-only" if decoder_only else "encoder-only"
     if kind != ("decoder" if decoder_only else "encoder"):
         raise ValueError(f"kind={kind!r} does not exist in this {stack} model: its attention is kind="
-                         f"{'decoder' if decoder_only else 'encoder'!r} (self-attention{', masked' if decoder_only else ''})")
+                         f"{'decoder' if decoder_only else 'encoder'!r} "
+                         f"(self-attention{', masked' if decoder_only else ''})")
     if target is not None and not decoder_only:
         raise ValueError("an encoder-only model reads one text: give no target")
     num_layers = config.decoder_layers if decoder_only else config.encoder_layers
@@ -302,7 +303,8 @@ def plot_attention(
 # Positional encodings
 
 
-def _sinusoidal_config(d_model: int, layout: str, frequencies: str, offset: int, length: int) -> VanillaTransformerConfig:
+def _sinusoidal_config(d_model: int, layout: str, frequencies: str, offset: int,
+                       length: int) -> VanillaTransformerConfig:
     # one head, so that any even d_model is a valid configuration; only the positional options matter here
     return VanillaTransformerConfig(
         d_model=d_model, encoder_attention_heads=1, decoder_attention_heads=1, sinusoidal_layout=layout,

@@ -70,7 +70,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="interleaved = sin/cos alternating as in the paper (default); concatenated = sines, then "
                              "cosines (tensor2tensor, Marian, fairseq)")
     parser.add_argument("--frequencies", choices=SINUSOIDAL_FREQUENCIES,
-                        help="wavelengths 10000^(2i/d_model) (paper, default) or 10000^(i/(d_model/2-1)) (tensor2tensor)")
+                        help="wavelengths 10000^(2i/d_model) (paper, default) or 10000^(i/(d_model/2-1)) "
+                             "(tensor2tensor)")
     parser.add_argument("--offset", type=int, help="added to every position (default 0; fairseq: pad id + 1)")
     parser.add_argument("--dims", type=int, nargs="+", help="dimensions to draw as curves")
     _add_output_arguments(parser)
@@ -118,7 +119,8 @@ def _positions(args: argparse.Namespace):
     from ..loading import PYTORCH_KINDS, load_checkpoint
     from ..visualize import plot_positions
 
-    options = {name: getattr(args, name) for name in ("layout", "frequencies", "offset") if getattr(args, name) is not None}
+    options = {name: getattr(args, name) for name in ("layout", "frequencies", "offset")
+               if getattr(args, name) is not None}
     model = None
     if args.model:
         if options:

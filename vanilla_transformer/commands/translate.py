@@ -33,7 +33,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--input", metavar="FILE", help="file of sentences, one per line ('-' for stdin)")
     parser.add_argument("--output", metavar="FILE", action=checked(writable_file),
                         help="write translations here, one per line (default: stdout)")
-    parser.add_argument("--batch-size", action=checked(positive_int), default=32, help="sentences per batch (default 32)")
+    parser.add_argument("--batch-size", action=checked(positive_int), default=32,
+                        help="sentences per batch (default 32)")
     parser.add_argument("--num-beams", action=checked(positive_int),
                         help="beam size (default: the model's generation_config)")
     parser.add_argument("--max-new-tokens", action=checked(positive_int), help="longest translation in tokens")

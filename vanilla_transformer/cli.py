@@ -19,6 +19,21 @@ COMMANDS = ["train", "translate", "convert", "export", "plot"]
 REPORTED_ERRORS = (ValueError, OSError, ImportError, RuntimeError)
 
 
+class ErrorStatus(int):
+    """Exit status 1 whose text is the error line: the interpreter exits with 1 and prints nothing more (the line is
+    already on stderr), and in-process callers see the message in `str(SystemExit)` as `sys.exit(message)` gives."""
+
+    def __new__(cls, message: str):
+        status = super().__new__(cls, 1)
+        status.message = message
+        return status
+
+    def __str__(self) -> str:
+        return self.message
+
+    __repr__ = __str__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vanilla-transformer", description=__doc__.split("\n\n")[0])
     subparsers = parser.add_subparsers(dest="command", required=True)
@@ -59,8 +74,9 @@ def main(argv: list[str] | None = None) -> None:
     except UsageError as error:
         command_parser.error(str(error))  # exit 2
     except (*REPORTED_ERRORS, StrictDataclassError) as error:
-        print(f"{command_parser.prog}: error: {_one_line(error)}", file=sys.stderr)
-        sys.exit(1)
+        message = f"{command_parser.prog}: error: {_one_line(error)}"
+        print(message, file=sys.stderr)
+        raise SystemExit(ErrorStatus(message)) from None
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 
 import pytest
 import torch
@@ -244,3 +245,38 @@ def test_train_runs_the_recipe_with_its_own_options(tmp_path, capsys):
     # and its errors stay the recipe's: an unknown preset is argparse's usage error (exit 2)
     code, _, err = run_main(main, ["train", "--preset", "nope"], capsys)
     assert code == 2 and "unknown --preset 'nope'" in err
+
+
+def test_a_missing_optional_extra_fails_only_the_command_that_needs_it(folders, tmp_path):
+    """Without matplotlib and CTranslate2, translate works; export and plot say what to install, in one line."""
+    script = textwrap.dedent(
+        """
+        import sys
+
+
+        class _Refuse:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("ctranslate2", "matplotlib"):
+                    raise ModuleNotFoundError(f"No module named {name!r}")
+                return None
+
+
+        sys.meta_path.insert(0, _Refuse())
+        from vanilla_transformer.cli import main
+
+        main(sys.argv[1:])
+        """
+    )
+
+    def run(*argv):
+        return subprocess.run([sys.executable, "-c", script, *argv], cwd=REPO_ROOT, capture_output=True, text=True,
+                              timeout=300, stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+
+    translated = run("translate", "--model", folders["seq2seq"], "--device", "cpu", "--num-beams", "1", "seven")
+    assert translated.returncode == 0 and translated.stdout.strip(), translated.stderr[-2000:]
+    for argv, extra in ((["export", "ctranslate2", folders["seq2seq"], str(tmp_path / "ct2")], "[fast]"),
+                        (["plot", "positions", "--out", str(tmp_path / "p.png")], "[plot]")):
+        result = run(*argv)
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+        assert result.stderr.strip().count("\n") == 0 and f'pip install "vanilla-transformer{extra}"' in result.stderr
+    assert not (tmp_path / "ct2").exists() and not (tmp_path / "p.png").exists()

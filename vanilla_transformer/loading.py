@@ -175,8 +175,9 @@ def load_checkpoint(
         raise CheckpointError(f"{path} is a CTranslate2 folder: translate it with the ctranslate2 engine")
     if kinds is not None and kind not in kinds:
         holds = DESCRIPTIONS[kind]
-        if kind != "ctranslate2":
-            holds += f" ({_read_architectures(path)[0]})"
+        if kind != "ctranslate2":  # name the class: "a decoder-only language model (VanillaTransformerForCausalLM)"
+            architecture = (_read_architectures(path) or [AUTO_CLASS_OF_KIND[kind]])[0]
+            holds = f"{holds[:-1]}, {architecture})" if holds.endswith(")") else f"{holds} ({architecture})"
         raise CheckpointError(f"{path} holds {holds}; {purpose or 'this'} needs {describe(kinds)}")
     if kind == "ctranslate2":
         return _load_ctranslate2(path, device, compute_type, need_tokenizer)

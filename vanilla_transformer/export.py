@@ -36,7 +36,11 @@ from pathlib import Path
 import torch
 
 from .checkpoint import CheckpointError
-from .ctranslate2_engine import CTranslate2Translator, import_ctranslate2, is_ctranslate2_folder
+from .ctranslate2_engine import (  # the first two re-exported: the engine lived here before it had its own module
+    CTranslate2Translator,
+    import_ctranslate2,
+    is_ctranslate2_folder,
+)
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "float16", "bfloat16", "int8_bfloat16")
 # transformers' activation names (ACT2FN) -> the name of CTranslate2's common_spec.Activation member

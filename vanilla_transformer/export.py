@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 
 from .checkpoint import CheckpointError
-from .ctranslate2_engine import (  # the first two re-exported: the engine lived here before it had its own module
+from .ctranslate2_engine import (  # the translator and the folder test re-exported: the engine lived here
     CTranslate2Translator,
     import_ctranslate2,
     is_ctranslate2_folder,

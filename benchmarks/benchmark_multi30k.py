@@ -86,7 +86,7 @@ Command ({date.today().isoformat()}):
 ```bash
 {command}
 ```
-"""
+"""  # noqa: E501  (a Markdown table row)
     write_section(SECTION, text, args.results)
     print(text)
 

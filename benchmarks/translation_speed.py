@@ -1,6 +1,6 @@
 """End-to-end translation speed (not a test): MarianMTModel's `generate`, ours, and ours exported to CTranslate2.
 
-    python benchmarks/translation_speed.py --model outputs/multi30k            # Multi30k test_2016_flickr from ../shared
+    python benchmarks/translation_speed.py --model outputs/multi30k    # Multi30k test_2016_flickr from ../shared
     python benchmarks/translation_speed.py --model DIR --source test.en --reference test.de --no-write
 
 Every engine translates the same sentences with `vanilla_transformer.translate.translate`, which tokenises, sorts by
@@ -62,7 +62,8 @@ def marian_twin(model) -> MarianMTModel:
         encoder_attention_heads=config.encoder_attention_heads, decoder_attention_heads=config.decoder_attention_heads,
         encoder_ffn_dim=config.encoder_ffn_dim, decoder_ffn_dim=config.decoder_ffn_dim,
         activation_function=config.activation_function, max_position_embeddings=config.max_position_embeddings,
-        scale_embedding=config.scale_embedding, share_encoder_decoder_embeddings=config.share_encoder_decoder_embeddings,
+        scale_embedding=config.scale_embedding,
+        share_encoder_decoder_embeddings=config.share_encoder_decoder_embeddings,
         tie_word_embeddings=config.tie_word_embeddings, pad_token_id=config.pad_token_id,
         eos_token_id=config.eos_token_id, decoder_start_token_id=config.decoder_start_token_id,
         forced_eos_token_id=config.forced_eos_token_id, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
@@ -141,13 +142,15 @@ def run(args) -> str:
     shutil.rmtree(exports)
 
     lines = [SECTION, "",
-             f"Measured {date.today().isoformat()} on {machine_description()}; load average {load_before} before and {load_after} "
+             f"Measured {date.today().isoformat()} on {machine_description()}; load average {load_before} before and "
+             f"{load_after} "
              f"after (a shared machine: other jobs ran meanwhile); torch {torch.__version__} and CTranslate2 "
              f"{ctranslate2.__version__}, {args.threads} threads each; transformers {transformers.__version__}.",
              f"Command: `python benchmarks/translation_speed.py {' '.join(sys.argv[1:])}`", "",
              f"{len(sources):,} sentences of {Path(args.source).name} -> {Path(args.reference).name}, end to end "
              f"(tokenise, decode, detokenise) with `translate()`, batches of {args.batch_size} sorted by length; "
-             f"checkpoint {Path(args.model).name} ({model.num_parameters():,} parameters, d_model {model.config.d_model},"
+             f"checkpoint {Path(args.model).name} ({model.num_parameters():,} parameters, "
+             f"d_model {model.config.d_model},"
              f" {model.config.encoder_layers}+{model.config.decoder_layers} layers). One run after a warm-up batch; "
              "sacreBLEU 13a against the references; ratio = sentences/s over MarianMTModel's; identical = outputs "
              "equal to ours (generate).", ""]

@@ -15,14 +15,13 @@ from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDa
 from torch import nn
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, GenerationConfig
 
+from helpers import copy_attention, copy_encoder_layer, paper_positional_encoding, random_batch, tiny_config, tiny_model
 from vanilla_transformer import (
     VanillaTransformerConfig,
     VanillaTransformerForConditionalGeneration,
     VanillaTransformerModel,
     sinusoidal_position_encoding,
 )
-
-from helpers import copy_attention, copy_encoder_layer, paper_positional_encoding, random_batch, tiny_config, tiny_model
 
 ATOL = 1e-5
 

@@ -35,14 +35,13 @@ from transformers import (
 )
 
 from helpers import HIDE_PACKAGE
+from training.numbers import number_to_words
 from vanilla_transformer import (
     VanillaTransformerConfig,
     VanillaTransformerForCausalLM,
     VanillaTransformerForMaskedLM,
     VanillaTransformerForSequenceClassification,
 )
-
-from training.numbers import number_to_words
 
 NUMBERS = list(range(1000))
 random.Random(0).shuffle(NUMBERS)

@@ -29,7 +29,15 @@ from dataclasses import dataclass, field
 # before torch is imported; an explicit OMP_WAIT_POLICY wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from .data import SPLITS, DataError, demo_splits, language_from_extension, load_hub_dataset, load_text_files, tokenize_splits
+from .data import (
+    SPLITS,
+    DataError,
+    demo_splits,
+    language_from_extension,
+    load_hub_dataset,
+    load_text_files,
+    tokenize_splits,
+)
 from .presets import PRESETS, paper_learning_rate
 from .trainer import TranslationTrainingArguments
 

@@ -9,7 +9,6 @@ import re
 
 import transformers
 
-
 # The transformers releases this file, and the model and pipeline files saved with it, are tested with (CI runs
 # the oldest and the newest; pyproject.toml declares the same range). Older 5.x releases lack what we rely on:
 # the dataclass `PreTrainedConfig` these fields are written for (5.4), `LabelSmoother` taking `num_items_in_batch`
@@ -34,7 +33,6 @@ check_transformers_version()
 
 from huggingface_hub.dataclasses import strict  # noqa: E402
 from transformers import PreTrainedConfig  # noqa: E402  (after the version check: 4.x spells it PretrainedConfig)
-
 
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "swish", "silu")
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")

@@ -20,7 +20,6 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
-
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
@@ -44,7 +43,6 @@ from transformers.utils.import_utils import is_torchdynamo_compiling
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-
 
 logger = logging.get_logger(__name__)
 

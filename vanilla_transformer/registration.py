@@ -23,7 +23,6 @@ from .modeling_vanilla_transformer import (
 )
 from .pipeline_translation import TranslationPipeline
 
-
 # "translation" and v4's parametrized form "translation_en_to_de"
 TRANSLATION_TASK = re.compile(r"translation(_[^_]+_to_[^_]+)?")
 

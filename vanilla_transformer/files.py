@@ -371,6 +371,71 @@ def _read_bytes(path_or_stream, what: str) -> tuple[str, bytes]:
     return name, bytes(data)
 
 
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Committing a set of files into a folder that holds other things (a training run's final model)
+
+# The files whose presence makes a folder a loadable model: moved in last, so that `from_pretrained` finds either the
+# old whole model or the new whole model, never new settings with old weights.
+WEIGHT_FILES = ("model.safetensors", "model-*-of-*.safetensors", "model.safetensors.index.json", "pytorch_model*.bin",
+                "pytorch_model.bin.index.json")
+
+
+def _is_weight_file(name: str) -> bool:
+    import fnmatch
+
+    return any(fnmatch.fnmatch(name, pattern) for pattern in WEIGHT_FILES)
+
+
+def _fsync_file(path: str) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def commit_files(staging, folder) -> None:
+    """Move the files of the finished folder `staging` into `folder` (same file system) so that a kill at any point
+    leaves either the old model or the new one loadable, never a mix: first the old weight files are removed (the
+    user asked to replace the model), then every other file is moved in, then the new weights, index files last.
+    Each file is flushed to disk before it is moved. `staging` is removed."""
+    staging, folder = os.fspath(staging), os.fspath(folder)
+    names = sorted(os.listdir(staging))
+    for name in names:
+        path = os.path.join(staging, name)
+        if os.path.isfile(path):
+            _fsync_file(path)
+    for name in os.listdir(folder):  # un-commit the old model: its weights go first
+        path = os.path.join(folder, name)
+        if _is_weight_file(name) and os.path.isfile(path):
+            os.unlink(path)
+    weights = sorted((n for n in names if _is_weight_file(n)), key=lambda n: (n.endswith(".json"), n))
+    for name in [n for n in names if not _is_weight_file(n)] + weights:
+        source, destination = os.path.join(staging, name), os.path.join(folder, name)
+        if os.path.isdir(source):
+            install_folder(source, destination)
+        else:
+            os.replace(source, destination)
+    _fsync_dir(folder)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def _fsync_dir(folder: str) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def has_model(folder) -> bool:
+    """Does `folder` hold a saved model (config.json and weight files) at its top level?"""
+    folder = os.fspath(folder)
+    if not os.path.isfile(os.path.join(folder, "config.json")):
+        return False
+    return any(_is_weight_file(name) for name in os.listdir(folder))
+
+
 __all__ = ["OutputError", "TextFileError", "check_output_folder", "staged_folder", "install_folder",
            "clean_stale_staging", "staging_name", "read_text_lines", "RunLock", "writing_errors",
-           "write_error_message"]
+           "write_error_message", "commit_files", "has_model", "WEIGHT_FILES"]

@@ -534,8 +534,28 @@ def build_trainer(model, tokenizer, splits, data_args, training_args, card_info:
     return trainer, tokenized, texts
 
 
+def reached_max_steps(checkpoint: str, training_args) -> int | None:
+    """The step of a checkpoint that already reached --max_steps (or the max_steps its run had), else None."""
+    try:
+        with open(os.path.join(checkpoint, "trainer_state.json"), encoding="utf-8") as f:
+            state = json.load(f)
+        step, max_steps = int(state["global_step"]), int(state.get("max_steps") or 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    wanted = training_args.max_steps if training_args.max_steps and training_args.max_steps > 0 else max_steps
+    return step if wanted and step >= wanted else None
+
+
 def train(trainer, training_args, resume: str | None) -> dict:
-    """Train (or resume) and return the training metrics, each named train_*."""
+    """Train (or resume) and return the training metrics, each named train_*. A checkpoint that already reached
+    --max_steps is only loaded (the Trainer would train one step past it)."""
+    from transformers import TrainerState
+
+    if resume is not None and (step := reached_max_steps(resume, training_args)) is not None:
+        _log(training_args, f"{resume} already reached step {step}; finishing the run without training further.")
+        trainer._load_from_checkpoint(resume)  # private API, the same in transformers 5.18-5.24
+        trainer.state = TrainerState.load_from_json(os.path.join(resume, "trainer_state.json"))
+        return {}
     train_result = trainer.train(resume_from_checkpoint=resume)
     print(f"Finished training on rank {training_args.process_index} of {training_args.world_size} "
           f"(step {trainer.state.global_step})", flush=True)

@@ -329,6 +329,11 @@ def finished_run(training_args) -> dict | None:
         return None
     _log(training_args, f"{output_dir} holds the finished run (step {step} of {wanted}); nothing to train. Give a "
          "larger --max_steps to train on, or --overwrite_output_dir true to start over.")
+    if training_args.process_index == 0:  # a run killed after its final save left its staging folder
+        from vanilla_transformer.files import clean_stale_staging
+
+        for line in clean_stale_staging(output_dir):
+            _log(training_args, line)
     try:
         with open(os.path.join(output_dir, "all_results.json"), encoding="utf-8") as f:
             return json.load(f)

@@ -479,3 +479,59 @@ def test_kill_during_averaging_leaves_the_old_folder_or_the_new_one(two_checkpoi
     average_main([*argv, "--overwrite"])  # the new average, run to the end
     assert state in (old, tree_digest(target))
     assert not [n for n in os.listdir(tmp_path) if ".staging-" in n or ".old-" in n]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Case 12: transformers' own pipelines refuse what they would answer wrongly for our models
+
+
+def _word_tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["<pad>", "<s>", "</s>", "<unk>", "[MASK]", "one", "two", "three", "four", "five", "six", "seven"]
+    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                   unk_token="<unk>", mask_token="[MASK]")
+
+
+@pytest.mark.parametrize("task", ["text-generation", "text-classification"])
+def test_text_pipelines_refuse_an_empty_text_with_one_clear_error(task):
+    from transformers import pipeline
+
+    from helpers import tiny_config
+    from vanilla_transformer import VanillaTransformerForCausalLM, VanillaTransformerForSequenceClassification
+
+    tokenizer = _word_tokenizer()
+    model_class = {"text-generation": VanillaTransformerForCausalLM,
+                   "text-classification": VanillaTransformerForSequenceClassification}[task]
+    torch.manual_seed(0)
+    model = model_class(tiny_config(vocab_size=len(tokenizer))).eval()
+    runner = pipeline(task, model=model, tokenizer=tokenizer)
+    for empty in ("", "   "):
+        with pytest.raises(ValueError, match=f"^{task} got an empty text; give the "):
+            runner(empty, max_new_tokens=2) if task == "text-generation" else runner(empty)
+    assert runner("one two", max_new_tokens=2) if task == "text-generation" else runner("one two")  # still served
+
+
+def test_fill_mask_refuses_a_target_outside_the_vocabulary():
+    from transformers import pipeline
+
+    from helpers import tiny_config
+    from vanilla_transformer import VanillaTransformerForMaskedLM
+
+    tokenizer = _word_tokenizer()
+    torch.manual_seed(0)
+    fill = pipeline("fill-mask", model=VanillaTransformerForMaskedLM(tiny_config(vocab_size=len(tokenizer))).eval(),
+                    tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="fill-mask target 'zebra' is not a token of the model's vocabulary"):
+        fill("one [MASK] three", targets=["two", "zebra"])
+    scores = fill("one [MASK] three", targets=["two", "four"])
+    assert sorted(s["token_str"] for s in scores) == ["four", "two"]
+    # the scores are the model's own probabilities of those tokens at the mask
+    with torch.no_grad():
+        inputs = tokenizer("one [MASK] three", return_tensors="pt")
+        probabilities = fill.model(**inputs).logits[0, 1].softmax(-1)
+    for s in scores:
+        assert s["score"] == pytest.approx(probabilities[s["token"]].item(), rel=1e-5)

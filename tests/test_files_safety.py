@@ -535,3 +535,56 @@ def test_fill_mask_refuses_a_target_outside_the_vocabulary():
         probabilities = fill.model(**inputs).logits[0, 1].softmax(-1)
     for s in scores:
         assert s["score"] == pytest.approx(probabilities[s["token"]].item(), rel=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A real full disk and a read-only file system: small tmpfs mounts (CI runs as root; skipped where mounting is not
+# allowed)
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """mount(size) -> a fresh tmpfs of that size (e.g. "800k") at a folder of tmp_path; remount(options) changes it."""
+    point = tmp_path / "tmpfs"
+    point.mkdir()
+    mounted = []
+
+    def mount(options: str):
+        command = ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)]
+        if mounted:
+            command = ["mount", "-o", f"remount,{options}", str(point)]
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip() or result.returncode})")
+        mounted.append(point)
+        return point
+
+    yield mount
+    if mounted:
+        subprocess.run(["umount", "-l", str(point)], capture_output=True)
+
+
+def test_a_full_tmpfs_is_one_line_and_the_earlier_checkpoint_stays_whole(tmpfs, finished, capsys):
+    # a checkpoint of the tiny run takes ~480 kB: the first fits in 800 kB, the second cannot
+    out = tmpfs("size=800k") / "run"
+    argv = ["--output_dir", str(out), *tiny()]
+    code, stderr = run_forked(lambda: train_main(argv))
+    last = stderr.strip().splitlines()[-1]
+    assert code == 1 and last.startswith(f"error: Cannot write to {out}: "), stderr
+    assert "No space left" in last or "the disk is full" in last, last
+    assert "Traceback" not in stderr
+    assert assert_whole_checkpoints(out) == ["checkpoint-2"]
+    assert not [n for n in os.listdir(out) if ".staging-" in n]  # the half-written checkpoint is removed
+    tmpfs("size=16m")  # room again: the run resumes and ends as an uninterrupted one
+    train_main([*argv, "--resume_from_checkpoint", "true"])
+    assert_same_weights(out, finished)
+
+
+def test_an_output_dir_on_a_read_only_file_system_is_one_line(tmpfs, capsys):
+    folder = tmpfs("size=1m")
+    (folder / "old").mkdir()
+    tmpfs("ro,size=1m")
+    code, _, stderr = run_main(train_main, ["--output_dir", str(folder / "old" / "run"), *tiny(max_steps=2)], capsys)
+    assert code == 1 and stderr.count("\n") == 1, stderr
+    assert stderr.startswith(f"error: --output_dir: {folder / 'old' / 'run'} cannot be written: {folder / 'old'} is "
+                             "read-only"), stderr

@@ -211,6 +211,7 @@ WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACC
 # The same problems as other libraries word them: torch.save (PytorchStreamWriter / iostream), safetensors (Rust
 # io::Error names).
 WRITE_ERROR_TEXTS = ("PytorchStreamWriter failed", "basic_ios::clear", "iostream error", "No space left",
+                     "inline_container.cc",  # torch.save on a full disk: "[enforce fail at inline_container.cc:...]"
                      "File too large", "StorageFull", "FileTooLarge", "ReadOnlyFilesystem", "PermissionDenied",
                      "Read-only file system", "Permission denied", "Disk quota exceeded")
 

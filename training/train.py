@@ -242,6 +242,10 @@ def checkpoint_problem(folder: str, save_only_model: bool = False) -> str | None
     """Why the Trainer checkpoint `folder` cannot be resumed from (a missing or unreadable file), else None."""
     from vanilla_transformer.checkpoint import CheckpointError, check_checkpoint
 
+    try:
+        check_checkpoint(folder, need_tokenizer=False)
+    except CheckpointError as error:
+        return str(error)
     needed = ["trainer_state.json"] + ([] if save_only_model else ["optimizer.pt", "scheduler.pt"])
     missing = [name for name in needed if not os.path.isfile(os.path.join(folder, name))]
     if missing:
@@ -249,9 +253,8 @@ def checkpoint_problem(folder: str, save_only_model: bool = False) -> str | None
     try:
         with open(os.path.join(folder, "trainer_state.json"), encoding="utf-8") as f:
             json.load(f)
-        check_checkpoint(folder, need_tokenizer=False)
-    except (OSError, ValueError) as error:  # CheckpointError is a ValueError
-        return str(error) if isinstance(error, CheckpointError) else f"trainer_state.json cannot be read ({error})"
+    except (OSError, ValueError) as error:
+        return f"trainer_state.json cannot be read ({error})"
     return None
 
 
@@ -263,12 +266,18 @@ def last_whole_checkpoint(training_args) -> str | None:
     found = sorted(((int(m.group(1)), name) for name in os.listdir(output_dir)
                     if (m := CHECKPOINT_PATTERN.match(name)) and os.path.isdir(os.path.join(output_dir, name))),
                    reverse=True)
+    skipped = []
     for _, name in found:
         path = os.path.join(output_dir, name)
         problem = checkpoint_problem(path, training_args.save_only_model)
         if problem is None:
+            for line in skipped:
+                _log(training_args, f"Skipping {line}; resuming from {path}.")
             return path
-        _log(training_args, f"Skipping {path}: incomplete ({problem}); resuming from an older checkpoint.")
+        skipped.append(f"{path}: incomplete ({problem})")
+    if skipped:
+        raise UsageError(f"--resume_from_checkpoint {training_args.resume_from_checkpoint}: {output_dir} holds no "
+                         f"whole checkpoint to resume from (the newest, {skipped[0]})")
     return None
 
 

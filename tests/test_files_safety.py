@@ -43,6 +43,10 @@ TINY_OPTIONS = dict(
 )
 
 
+MODEL_OPTIONS = ("d_model", "encoder_layers", "decoder_layers", "attention_heads", "ffn_dim", "config_overrides",
+                 "dropout")
+
+
 def tiny(**options) -> list[str]:
     return [item for name, value in {**TINY_OPTIONS, **options}.items() for item in (f"--{name}", str(value))]
 
@@ -588,3 +592,20 @@ def test_an_output_dir_on_a_read_only_file_system_is_one_line(tmpfs, capsys):
     assert code == 1 and stderr.count("\n") == 1, stderr
     assert stderr.startswith(f"error: --output_dir: {folder / 'old' / 'run'} cannot be written: {folder / 'old'} is "
                              "read-only"), stderr
+
+
+def test_overwriting_never_deletes_the_model_a_run_starts_from(tmp_path, finished, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    before = tree_digest(run)
+    for argv, words in [
+        (["--output_dir", str(run), "--overwrite_output_dir", "true", "--model_name_or_path", str(run / "checkpoint-6")],
+         f"--overwrite_output_dir would delete {run / 'checkpoint-6'}"),
+        (["--output_dir", str(run / "checkpoint-6" / "more"), "--model_name_or_path", str(run / "checkpoint-6")],
+         "lies inside"),
+    ]:
+        keep = [item for name, value in TINY_OPTIONS.items() if name not in MODEL_OPTIONS
+                for item in (f"--{name}", str(value))]
+        code, _, stderr = run_main(train_main, [*argv, *keep], capsys)
+        assert code == 1 and stderr.count("\n") == 1 and words in stderr, stderr
+    assert tree_digest(run) == before

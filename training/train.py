@@ -294,18 +294,33 @@ def check_checkpoints(resume: str | None, model_args, data_args) -> None:
                 raise UsageError(str(error)) from None
 
 
-def check_output_dir(training_args, resume: str | None) -> None:
-    """Before any work: --output_dir must be (or become) a writable folder, and must not hold an earlier run's
-    checkpoints or finished model unless this run resumes it or --overwrite_output_dir replaces them."""
+def model_inputs(data_args, model_args) -> list[str]:
+    """The local folders a run reads a model or tokenizer from (--model_name_or_path, --tokenizer_name)."""
+    return [path for path in (model_args.model_name_or_path, data_args.tokenizer_name)
+            if path is not None and os.path.isdir(path)]
+
+
+def check_output_dir(training_args, resume: str | None, inputs=()) -> None:
+    """Before any work: --output_dir must be (or become) a writable folder that is not one of the model `inputs` nor
+    inside one (with --overwrite_output_dir, none of them may lie in it: its checkpoints are deleted), and must not
+    hold an earlier run's checkpoints or finished model unless this run resumes it or --overwrite_output_dir
+    replaces them."""
     from transformers.trainer_utils import get_last_checkpoint
 
-    from vanilla_transformer.files import OutputError, check_output_folder, has_model
+    from vanilla_transformer.files import OutputError, check_output_folder, has_model, is_within
 
     output_dir = training_args.output_dir
     try:
         check_output_folder(output_dir, allow_existing=True)
     except OutputError as error:
         raise UsageError(f"--output_dir: {error}") from None
+    for source in inputs:
+        if is_within(output_dir, source):
+            raise UsageError(f"--output_dir {output_dir} is or lies inside {source}, which this run reads its model "
+                             "or tokenizer from; choose another --output_dir.")
+        if training_args.overwrite_output_dir and is_within(source, output_dir):
+            raise UsageError(f"--overwrite_output_dir would delete {source}, which this run reads its model or "
+                             "tokenizer from; copy it elsewhere or choose another --output_dir.")
     if resume is not None or training_args.overwrite_output_dir or not os.path.isdir(output_dir):
         return
     if get_last_checkpoint(output_dir) is not None:
@@ -350,10 +365,10 @@ def finished_run(training_args) -> dict | None:
         return {}
 
 
-def prepare_output_dir(training_args, resume: str | None) -> None:
+def prepare_output_dir(training_args, resume: str | None, inputs=()) -> None:
     """Under the run's lock, once every option and the data are known to be good: check --output_dir again (another
     run may have written there meanwhile) and, with --overwrite_output_dir, delete the old run's checkpoints."""
-    check_output_dir(training_args, resume)
+    check_output_dir(training_args, resume, inputs)
     output_dir = training_args.output_dir
     os.makedirs(output_dir, exist_ok=True)
     if resume is not None or not training_args.overwrite_output_dir:
@@ -699,7 +714,8 @@ def run(data_args, model_args, training_args, explicit: set[str], callbacks=None
     set_seed(training_args.seed)
     resume = resolve_resume_checkpoint(training_args)
     check_checkpoints(resume, model_args, data_args)
-    check_output_dir(training_args, resume)
+    inputs = model_inputs(data_args, model_args)
+    check_output_dir(training_args, resume, inputs)
     if resume is not None and (saved := finished_run(training_args)) is not None:
         return saved
 
@@ -715,7 +731,7 @@ def run(data_args, model_args, training_args, explicit: set[str], callbacks=None
     from vanilla_transformer.files import writing_errors
 
     with output_dir_lock(training_args), writing_errors(training_args.output_dir):
-        prepare_output_dir(training_args, resume)
+        prepare_output_dir(training_args, resume, inputs)
         metrics = train(trainer, training_args, resume)
         averaged = average_last_checkpoints(trainer, training_args)
         staging = final_staging_folder(training_args)

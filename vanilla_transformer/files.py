@@ -46,6 +46,11 @@ def _is_within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
+def is_within(path, folder) -> bool:
+    """Is `path` the folder `folder` itself or inside it (symbolic links and relative paths resolved)?"""
+    return _is_within(_real(path), _real(folder))
+
+
 def check_output_folder(target, *, overwrite: bool = False, inputs=(), overwrite_flag: str = "--overwrite",
                         allow_existing: bool = False) -> None:
     """Raise `OutputError` (one line) unless `target` can become a new folder of our output.
@@ -437,6 +442,6 @@ def has_model(folder) -> bool:
     return any(_is_weight_file(name) for name in os.listdir(folder))
 
 
-__all__ = ["OutputError", "TextFileError", "check_output_folder", "staged_folder", "install_folder",
+__all__ = ["OutputError", "TextFileError", "check_output_folder", "is_within", "staged_folder", "install_folder",
            "clean_stale_staging", "staging_name", "read_text_lines", "RunLock", "writing_errors",
            "write_error_message", "commit_files", "has_model", "WEIGHT_FILES"]

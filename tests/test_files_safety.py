@@ -11,6 +11,7 @@ same training (weights read from the safetensors files), `wc -l`, the bytes of t
 import hashlib
 import json
 import os
+import pathlib
 import resource
 import shutil
 import signal
@@ -19,9 +20,9 @@ import sys
 
 import pytest
 import torch
+from helpers import run_main
 from safetensors.torch import load_file
 
-from helpers import run_main
 from training.average_checkpoints import main as average_main
 from training.data import DataError, read_parallel_files
 from training.train import checkpoint_problem
@@ -377,7 +378,7 @@ def test_staged_folder_keeps_the_old_folder_until_the_new_one_is_whole(tmp_path)
     target.mkdir()
     (target / "old.txt").write_text("old")
     with pytest.raises(RuntimeError), staged_folder(target, overwrite=True) as folder:
-        (open(os.path.join(folder, "new.txt"), "w")).write("half")
+        pathlib.Path(folder, "new.txt").write_text("half")
         raise RuntimeError("killed mid-write")
     assert sorted(os.listdir(tmp_path)) == ["out"] and tree_digest(target) == {
         "old.txt": hashlib.sha256(b"old").hexdigest()}
@@ -386,7 +387,7 @@ def test_staged_folder_keeps_the_old_folder_until_the_new_one_is_whole(tmp_path)
     assert code == -signal.SIGKILL and [n for n in os.listdir(tmp_path) if ".staging-" in n]
     assert (target / "old.txt").read_text() == "old"
     with staged_folder(target, overwrite=True) as folder:
-        (open(os.path.join(folder, "new.txt"), "w")).write("new")
+        pathlib.Path(folder, "new.txt").write_text("new")
     assert sorted(os.listdir(tmp_path)) == ["out"] and os.listdir(target) == ["new.txt"]
 
 
@@ -456,9 +457,9 @@ def test_averaging_checkpoints_of_different_runs_is_refused(two_checkpoints, tmp
 
 
 def test_averaging_a_decoder_only_folder_is_one_line(two_checkpoints, tmp_path, capsys):
-    from vanilla_transformer import VanillaTransformerForCausalLM
-
     from helpers import tiny_config
+
+    from vanilla_transformer import VanillaTransformerForCausalLM
 
     lm = tmp_path / "lm"
     VanillaTransformerForCausalLM(tiny_config()).save_pretrained(lm)
@@ -502,10 +503,13 @@ def _word_tokenizer():
 
 @pytest.mark.parametrize("task", ["text-generation", "text-classification"])
 def test_text_pipelines_refuse_an_empty_text_with_one_clear_error(task):
+    from helpers import tiny_config
     from transformers import pipeline
 
-    from helpers import tiny_config
-    from vanilla_transformer import VanillaTransformerForCausalLM, VanillaTransformerForSequenceClassification
+    from vanilla_transformer import (
+        VanillaTransformerForCausalLM,
+        VanillaTransformerForSequenceClassification,
+    )
 
     tokenizer = _word_tokenizer()
     model_class = {"text-generation": VanillaTransformerForCausalLM,
@@ -520,9 +524,9 @@ def test_text_pipelines_refuse_an_empty_text_with_one_clear_error(task):
 
 
 def test_fill_mask_refuses_a_target_outside_the_vocabulary():
+    from helpers import tiny_config
     from transformers import pipeline
 
-    from helpers import tiny_config
     from vanilla_transformer import VanillaTransformerForMaskedLM
 
     tokenizer = _word_tokenizer()
@@ -557,7 +561,7 @@ def tmpfs(tmp_path):
         command = ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)]
         if mounted:
             command = ["mount", "-o", f"remount,{options}", str(point)]
-        result = subprocess.run(command, capture_output=True, text=True)
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip() or result.returncode})")
         mounted.append(point)
@@ -565,7 +569,7 @@ def tmpfs(tmp_path):
 
     yield mount
     if mounted:
-        subprocess.run(["umount", "-l", str(point)], capture_output=True)
+        subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
 
 
 def test_a_full_tmpfs_is_one_line_and_the_earlier_checkpoint_stays_whole(tmpfs, finished, capsys):

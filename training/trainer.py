@@ -155,7 +155,12 @@ class TranslationTrainer(Seq2SeqTrainer):
     def _save_checkpoint(self, model, trial) -> None:
         from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
-        from vanilla_transformer.files import clean_stale_staging, install_folder, staging_name, writing_errors
+        from vanilla_transformer.files import (
+            clean_stale_staging,
+            install_folder,
+            staging_name,
+            writing_errors,
+        )
 
         run_dir = super()._get_output_dir(trial)
         name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"

@@ -157,6 +157,7 @@ def install_folder(staging, target) -> None:
     (otherwise moved aside to `.NAME.old-PID` first, and put back by `clean_stale_staging` if the run dies before
     the new folder is in place), and removed only once the new folder is in place."""
     staging, target = os.fspath(staging), os.fspath(target)
+    _fsync_tree(staging)  # the new files are on disk before the rename makes them the target (power loss)
     try:
         os.rename(staging, target)  # atomic; replaces a missing target or an empty folder
         return
@@ -243,7 +244,7 @@ def writing_errors(folder):
     ENOTDIR; torch's and safetensors' words for them) into an `OutputError` naming the folder, in one line."""
     try:
         yield
-    except Exception as error:  # noqa: BLE001  (re-raised unless it means the folder cannot be written)
+    except Exception as error:  # re-raised unless it means the folder cannot be written
         if isinstance(error, (OutputError, TextFileError)):
             raise
         message = write_error_message(error, folder)
@@ -350,7 +351,7 @@ def read_text_lines(path_or_stream, what: str = "input file") -> list[str]:
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()  # the "\n" ending the last line starts no new one
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return [line.removesuffix("\r") for line in lines]
 
 
 def _read_bytes(path_or_stream, what: str) -> tuple[str, bytes]:
@@ -425,6 +426,14 @@ def commit_files(staging, folder) -> None:
     shutil.rmtree(staging, ignore_errors=True)
 
 
+def _fsync_tree(folder: str) -> None:
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(root, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                _fsync_file(path)
+
+
 def _fsync_dir(folder: str) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
@@ -442,6 +451,20 @@ def has_model(folder) -> bool:
     return any(_is_weight_file(name) for name in os.listdir(folder))
 
 
-__all__ = ["OutputError", "TextFileError", "check_output_folder", "is_within", "staged_folder", "install_folder",
-           "clean_stale_staging", "staging_name", "read_text_lines", "RunLock", "writing_errors",
-           "write_error_message", "commit_files", "has_model", "WEIGHT_FILES"]
+__all__ = [
+    "WEIGHT_FILES",
+    "OutputError",
+    "RunLock",
+    "TextFileError",
+    "check_output_folder",
+    "clean_stale_staging",
+    "commit_files",
+    "has_model",
+    "install_folder",
+    "is_within",
+    "read_text_lines",
+    "staged_folder",
+    "staging_name",
+    "write_error_message",
+    "writing_errors",
+]

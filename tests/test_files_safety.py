@@ -613,3 +613,34 @@ def test_overwriting_never_deletes_the_model_a_run_starts_from(tmp_path, finishe
         code, _, stderr = run_main(train_main, [*argv, *keep], capsys)
         assert code == 1 and stderr.count("\n") == 1 and words in stderr, stderr
     assert tree_digest(run) == before
+
+
+def _dead_pid() -> int:
+    """The id of a process that has exited (and been reaped)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_folder_moved_aside_by_a_killed_run_is_put_back(tmp_path, monkeypatch):
+    import vanilla_transformer.files as files
+
+    # without an atomic swap (other systems), the old folder is moved aside, the new one renamed in, the old removed
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    monkeypatch.setattr(files, "_exchange", lambda a, b: False)
+    with staged_folder(target, overwrite=True) as folder:
+        pathlib.Path(folder, "new.txt").write_text("new")
+    assert os.listdir(tmp_path) == ["out"] and os.listdir(target) == ["new.txt"]
+    # a run killed between moving the old folder aside and renaming the new one in: the next writer puts it back
+    pid = _dead_pid()
+    os.rename(target, tmp_path / f".out.old-{pid}")
+    (tmp_path / f".out.staging-{pid}" / "out").mkdir(parents=True)
+    assert files.clean_stale_staging(tmp_path, "out") == [
+        f"Restored {target} (a run killed while replacing it had moved it aside to .out.old-{pid}).",
+        f"Removed {tmp_path / f'.out.staging-{pid}'}, left by a run that was killed (process {pid})."]
+    assert os.listdir(tmp_path) == ["out"] and (target / "new.txt").read_text() == "new"
+    # a live process's staging folder is left alone
+    (tmp_path / f".out.staging-{os.getppid()}").mkdir()
+    assert files.clean_stale_staging(tmp_path, "out") == []

@@ -719,7 +719,8 @@ def run(data_args, model_args, training_args, explicit: set[str], callbacks=None
     if resume is not None and (saved := finished_run(training_args)) is not None:
         return saved
 
-    # Nothing is written before this point: data, tokenizer, model and trainer are built and checked first.
+    # Nothing is written before the lock: data, tokenizer, model and trainer are built and checked first (only the
+    # processes of a distributed run share the new tokenizer through a hidden folder).
     splits, source_lang, target_lang, dataset_name = load_data(data_args, training_args)
     tokenizer = build_tokenizer(data_args, model_args, training_args, splits, resume)
     model = build_model(model_args, PRESETS[data_args.preset], tokenizer, resume)

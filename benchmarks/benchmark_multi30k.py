@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     checkpoints = last_checkpoints(args.output_dir, min(args.average_last, len(
         [n for n in os.listdir(args.output_dir) if n.startswith("checkpoint-")])))
     averaged_dir = os.path.join(args.output_dir, "averaged")
-    average_checkpoints(checkpoints, averaged_dir)
+    average_checkpoints(checkpoints, averaged_dir, overwrite=True)  # this script made it on an earlier run
     sources = open(files["test_source"], encoding="utf-8").read().splitlines()
     references = open(files["test_target"], encoding="utf-8").read().splitlines()
     model, tokenizer = load_model_and_tokenizer(averaged_dir)  # on the GPU when there is one

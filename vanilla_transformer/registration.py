@@ -21,6 +21,7 @@ from .modeling_vanilla_transformer import (
     VanillaTransformerForSequenceClassification,
     VanillaTransformerModel,
 )
+from .pipeline_checks import register_pipeline_input_checks
 from .pipeline_translation import TranslationPipeline
 
 # "translation" and v4's parametrized form "translation_en_to_de"
@@ -41,7 +42,9 @@ AUTO_CLASSES = (
 def register() -> None:
     """Make `AutoConfig` and the Auto model classes of `AUTO_CLASSES` know `model_type="vanilla_transformer"`, mark
     the classes for remote code so that `save_pretrained` writes `auto_map` and copies the source files, and make
-    `pipeline("translation")` / `pipeline("translation_xx_to_yy")` build a `TranslationPipeline`."""
+    `pipeline("translation")` / `pipeline("translation_xx_to_yy")` build a `TranslationPipeline`; transformers'
+    text-generation, text-classification and fill-mask pipelines refuse empty texts and unknown targets for our
+    models (`pipeline_checks`)."""
     if VanillaTransformerConfig.model_type not in AutoConfig.for_model.__globals__["CONFIG_MAPPING"]:
         AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig)
     VanillaTransformerConfig.register_for_auto_class()
@@ -49,6 +52,7 @@ def register() -> None:
         auto_class.register(VanillaTransformerConfig, model_class, exist_ok=True)
         model_class.register_for_auto_class(auto_class.__name__)
     register_translation_pipeline()
+    register_pipeline_input_checks()
 
 
 def register_translation_pipeline() -> None:

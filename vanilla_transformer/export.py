@@ -437,6 +437,8 @@ def add_subcommand(subparsers) -> None:
                      help="weight type (default float32); int8 is the fastest on CPUs")
     ct2.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     ct2.set_defaults(func=_run, parser=ct2)
+    from .export_marian import add_arguments as add_marian_arguments
+    add_marian_arguments(formats.add_parser("marian", help="a plain MarianMTModel folder (no remote code)"))
 
 
 def _run(args: argparse.Namespace) -> None:

@@ -196,16 +196,31 @@ TOKENIZER_CONFIG_DROP = ("auto_map", "backend", "tokenizer_class")
 
 
 def save_portable_tokenizer(tokenizer, folder: Path) -> None:
-    """tokenizer.json and a tokenizer_config.json naming `PreTrainedTokenizerFast`, which AutoTokenizer of 4.x and 5.x
-    both load from tokenizer.json (5.x writes `TokenizersBackend`, a class 4.x does not have)."""
+    """The tokenizer's files, loadable by AutoTokenizer of transformers 4.x and 5.x: a fast tokenizer as tokenizer.json
+    with a tokenizer_config.json naming `PreTrainedTokenizerFast` (5.x writes `TokenizersBackend`, a class 4.x does not
+    have); a tokenizer class of transformers itself (`MarianTokenizer` of a converted OPUS-MT checkpoint) as it saves."""
     tokenizer.save_pretrained(folder)
+    for leftover in folder.glob("*.py"):  # a tokenizer saved with remote code
+        leftover.unlink()
+    if not tokenizer.is_fast:
+        return
     path = folder / "tokenizer_config.json"
     settings = json.loads(path.read_text(encoding="utf-8"))
     settings = {key: value for key, value in settings.items() if key not in TOKENIZER_CONFIG_DROP}
     settings["tokenizer_class"] = "PreTrainedTokenizerFast"
     path.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    for leftover in folder.glob("*.py"):  # a tokenizer saved with remote code
-        leftover.unlink()
+
+
+def check_portable_tokenizer(tokenizer) -> None:
+    """A fast tokenizer (tokenizer.json), or a slow one that transformers itself defines (both versions know it)."""
+    import transformers
+
+    name = type(tokenizer).__name__
+    if getattr(tokenizer, "is_fast", False):
+        return
+    if not type(tokenizer).__module__.startswith("transformers.") or not hasattr(transformers, name):
+        raise ExportError(f"The tokenizer is a {name}, which transformers does not define; the Marian folder needs a "
+                          "fast tokenizer (tokenizer.json) or one of transformers' own tokenizer classes.")
 
 
 CARD_TEMPLATE = """---
@@ -344,9 +359,7 @@ def to_marian(checkpoint_or_model, output_dir: str | os.PathLike, *, tokenizer=N
         if getattr(model.config, "model_type", None) != "vanilla_transformer":
             raise ExportError(f"Only VanillaTransformerForConditionalGeneration exports, got {type(model).__name__}.")
     tokenizer = _load_tokenizer(tokenizer, checkpoint)
-    if not getattr(tokenizer, "is_fast", False):
-        raise ExportError(f"The tokenizer is a {type(tokenizer).__name__}; the Marian folder needs a fast tokenizer "
-                          "(tokenizer.json), which transformers 4.x and 5.x both load.")
+    check_portable_tokenizer(tokenizer)
     marian = marian_model(model)  # checks the config first
     card = marian_model_card(model, checkpoint, out.name)
 

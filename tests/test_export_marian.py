@@ -75,10 +75,9 @@ FRESH_SCRIPT = HIDE_PACKAGE + textwrap.dedent(
         package_importable = False
 
     manifest = json.load(open(sys.argv[1]))
-    texts = manifest["texts"]
     summary = {"transformers": transformers.__version__, "package_importable": package_importable, "folders": {}}
     for name, item in manifest["folders"].items():
-        inputs = torch.load(item["inputs"])
+        inputs, texts = torch.load(item["inputs"]), item["texts"]
         model = AutoModelForSeq2SeqLM.from_pretrained(item["folder"]).eval()
         tokenizer = AutoTokenizer.from_pretrained(item["folder"])
         batch = dict(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
@@ -87,13 +86,16 @@ FRESH_SCRIPT = HIDE_PACKAGE + textwrap.dedent(
             greedy = model.generate(**batch, num_beams=1)
             beam = model.generate(**batch)  # the folder's generation config: beam 4, length penalty 0.6
         encoded = tokenizer(texts, padding=True, return_tensors="pt")
-        translations = pipeline("translation", model=item["folder"])(texts)
+        try:
+            translations = [row["translation_text"] for row in pipeline("translation", model=item["folder"])(texts)]
+        except KeyError:  # transformers 5 removed the task (this package registers its own)
+            translations = None
         torch.save({"logits": logits, "greedy": greedy, "beam": beam, "encoded": encoded["input_ids"]}, item["result"])
         summary["folders"][name] = {
             "model_class": type(model).__module__ + "." + type(model).__name__,
             "tokenizer_class": type(tokenizer).__name__,
             "num_beams": model.generation_config.num_beams,
-            "pipeline": [row["translation_text"] for row in translations],
+            "pipeline": translations,
         }
 
     if manifest.get("onnx"):
@@ -106,6 +108,7 @@ FRESH_SCRIPT = HIDE_PACKAGE + textwrap.dedent(
             raise SystemExit("optimum-cli failed: " + exported.stderr[-3000:])
         from optimum.onnxruntime import ORTModelForSeq2SeqLM
 
+        texts = manifest["folders"][name]["texts"]
         onnx_model = ORTModelForSeq2SeqLM.from_pretrained(onnx_folder)
         tokenizer = AutoTokenizer.from_pretrained(onnx_folder)
         inputs = tokenizer(texts, padding=True, return_tensors="pt")
@@ -136,23 +139,31 @@ def random_variant(name: str, seed: int):
     return model, tokenizer
 
 
-def reference_inputs(model, tokenizer, seed: int) -> dict:
+def reference_inputs(model, tokenizer, texts: list[str], seed: int) -> dict:
     """The tokenised test sentences (padded) and random decoder inputs starting with the decoder start token."""
-    batch = tokenizer(GERMAN, padding=True, return_tensors="pt")
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
     generator = torch.Generator().manual_seed(seed)
-    decoder = torch.randint(3, model.config.target_vocab_size, (len(GERMAN), 9), generator=generator)
+    decoder = torch.randint(3, model.config.target_vocab_size, (len(texts), 9), generator=generator)
     decoder[:, 0] = model.config.decoder_start_token_id
     return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"], "decoder_input_ids": decoder}
 
 
+def demo_sentences() -> list[str]:
+    """Six held-out sources of the demo task (English number words), longest first."""
+    from training.numbers import number_translation_splits
+
+    sources = number_translation_splits(train_size=600, seed=42)["test"]["source"][:6]
+    return sorted(sources, key=len, reverse=True)
+
+
 def train_demo_checkpoint(folder: Path) -> None:
-    """A tiny model trained for 150 steps on the demo task (English -> German number words) by training/train.py."""
+    """A tiny model trained for 200 steps (the paper's schedule, 150 warmup) on the demo task (English -> German number words) by training/train.py."""
     from training.train import main as train_main
 
     options = dict(d_model=32, encoder_layers=2, decoder_layers=2, attention_heads=4, ffn_dim=64, vocab_size=90,
                    demo_train_size=600, max_tokens=300, max_test_samples=8, per_device_eval_batch_size=8,
                    config_overrides="max_position_embeddings=32", report_to="none", disable_tqdm="true",
-                   num_sample_translations=0, warmup_steps=20, max_steps=150, dropout=0.0, max_target_length=20,
+                   num_sample_translations=0, warmup_steps=150, max_steps=200, dropout=0.0, max_target_length=20,
                    save_strategy="no", output_dir=str(folder))
     train_main([item for name, value in options.items() for item in (f"--{name}", str(value))])
 
@@ -166,33 +177,35 @@ def exports(tmp_path_factory):
     for seed, name in enumerate(VARIANTS):
         model, tokenizer = random_variant(name, seed)
         to_marian(model, root / name, tokenizer=tokenizer)
-        cases[name] = (model, tokenizer)
+        cases[name] = (model, tokenizer, GERMAN)
     demo = root / "demo-checkpoint"
     train_demo_checkpoint(demo)
     code = subprocess.run([sys.executable, "-m", "vanilla_transformer", "export", "marian", str(demo),
                            str(root / "demo")], capture_output=True, text=True, cwd=root).returncode
     assert code == 0
-    cases["demo"] = (AutoModelForSeq2SeqLM.from_pretrained(demo).eval(), AutoTokenizer.from_pretrained(demo))
+    cases["demo"] = (AutoModelForSeq2SeqLM.from_pretrained(demo).eval(), AutoTokenizer.from_pretrained(demo),
+                     demo_sentences())
 
     result = {}
-    for seed, (name, (model, tokenizer)) in enumerate(cases.items()):
-        inputs = reference_inputs(model, tokenizer, seed)
+    for seed, (name, (model, tokenizer, texts)) in enumerate(cases.items()):
+        inputs = reference_inputs(model, tokenizer, texts, seed)
         torch.save(inputs, root / f"{name}-inputs.pt")
         batch = dict(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
         with torch.no_grad():
             expected = {"logits": model(**batch, decoder_input_ids=inputs["decoder_input_ids"]).logits,
                         "greedy": model.generate(**batch, num_beams=1), "beam": model.generate(**batch),
                         "encoded": inputs["input_ids"]}
-        translations = [row["translation_text"] for row in pipeline("translation", model=model, tokenizer=tokenizer)(GERMAN)]
+        translations = [row["translation_text"] for row in pipeline("translation", model=model, tokenizer=tokenizer)(texts)]
         result[name] = dict(model=model, tokenizer=tokenizer, folder=root / name, inputs=root / f"{name}-inputs.pt",
-                            expected=expected, pipeline=translations)
+                            expected=expected, pipeline=translations, texts=texts)
     return result
 
 
 def run_fresh(python: str, exports: dict, tmp_path: Path, onnx: bool = False) -> tuple[dict, dict]:
     """Run FRESH_SCRIPT with `python` over every exported folder; (summary, name -> tensors it computed)."""
-    manifest = {"texts": GERMAN, "folders": {
-        name: {"folder": str(case["folder"]), "inputs": str(case["inputs"]), "result": str(tmp_path / f"{name}.pt")}
+    manifest = {"folders": {
+        name: {"folder": str(case["folder"]), "inputs": str(case["inputs"]), "result": str(tmp_path / f"{name}.pt"),
+               "texts": case["texts"]}
         for name, case in exports.items()}}
     if onnx:
         manifest["onnx"] = {"name": "demo", "out": str(tmp_path / "demo-onnx")}
@@ -225,7 +238,10 @@ def assert_computes_ours(exports: dict, summary: dict, computed: dict) -> dict:
         assert expected["logits"].std() > 0.5, name  # the comparison is between varied numbers
         for key in ("greedy", "beam", "encoded"):
             assert torch.equal(got[key], expected[key]), f"{name}: {key}"
-        assert folder["pipeline"] == case["pipeline"], name
+        if summary["transformers"].startswith("4."):
+            assert folder["pipeline"] == case["pipeline"], name
+        else:
+            assert folder["pipeline"] is None  # no "translation" task in transformers 5 without this package
     return differences
 
 
@@ -265,7 +281,8 @@ def test_fresh_interpreter_without_the_package_loads_marian_with_our_outputs(exp
     differences = assert_computes_ours(exports, summary, computed)
     print("max |logit difference| (transformers", summary["transformers"], "):", json.dumps(differences))
     # the trained model translates sensibly: the comparison is not between empty outputs
-    assert sum(len(text) > 0 for text in exports["demo"]["pipeline"]) == len(GERMAN)
+    print("demo translations:", exports["demo"]["texts"], "->", exports["demo"]["pipeline"])
+    assert sum(len(text) > 0 for text in exports["demo"]["pipeline"]) == len(exports["demo"]["texts"])
 
 
 @pytest.mark.skipif(not os.environ.get("VT_TF4_PYTHON"),
@@ -279,7 +296,8 @@ def test_transformers_4_loads_marian_with_our_outputs_and_onnx_translates_alike(
     # ONNX (optimum-cli export onnx, onnxruntime): greedy translations of the trained model are ours
     demo = exports["demo"]
     with torch.no_grad():
-        greedy = demo["model"].generate(**demo["tokenizer"](GERMAN, padding=True, return_tensors="pt"), num_beams=1)
+        greedy = demo["model"].generate(**demo["tokenizer"](demo["texts"], padding=True, return_tensors="pt"),
+                                        num_beams=1)
     assert summary["onnx"]["greedy"] == demo["tokenizer"].batch_decode(greedy, skip_special_tokens=True)
     assert "encoder_model.onnx" in summary["onnx"]["files"]
 

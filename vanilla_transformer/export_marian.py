@@ -1,7 +1,7 @@
 """Export a checkpoint to a plain `MarianMTModel` folder: no remote code, loads in transformers 4.x and 5.x alike.
 
     vanilla-transformer export marian outputs/multi30k multi30k-marian
-    python -c "from transformers import pipeline; print(pipeline('translation', model='multi30k-marian')('Hallo!'))"
+    python -c "from transformers import pipeline; print(pipeline('translation', model='multi30k-marian')('Hallo!'))"  # 4.x
 
 transformers' `MarianMTModel` is the Transformer of the paper with the options OPUS-MT trained with, and each of them is
 an option of `VanillaTransformerConfig` (`convert.py` maps them the other way). Two differences remain:
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from .export import ExportError, _load_checkpoint, _load_tokenizer
+from .export import SINUSOID_TABLE_ROWS, ExportError, _load_checkpoint, _load_tokenizer
 
 
 MARIAN_LAYER_NORM_EPS = 1e-5  # MarianEncoderLayer / MarianDecoderLayer use nn.LayerNorm's default
@@ -106,7 +106,8 @@ def marian_config(config):
         attention_dropout=config.attention_dropout,
         activation_dropout=config.activation_dropout,
         activation_function=config.activation_function,
-        max_position_embeddings=config.max_position_embeddings,
+        # Marian computes a table of this many sinusoids; ours computes any position: give Marian room for long inputs
+        max_position_embeddings=max(config.max_position_embeddings, SINUSOID_TABLE_ROWS),
         scale_embedding=config.scale_embedding,
         # ours: None means d_model^-0.5 (only used to initialise new weights)
         init_std=config.init_std if config.init_std is not None else config.d_model**-0.5,
@@ -242,19 +243,21 @@ puts all sines first), so this model's logits are the original's up to float rou
 ## Use
 
 ```python
-from transformers import pipeline
-
-translator = pipeline("translation", model="{model_id}")
-print(translator("{example}"))
-```
-
-```python
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 tokenizer = AutoTokenizer.from_pretrained("{model_id}")
 model = AutoModelForSeq2SeqLM.from_pretrained("{model_id}")  # a MarianMTModel
 inputs = tokenizer(["{example}"], return_tensors="pt", padding=True)
 print(tokenizer.batch_decode(model.generate(**inputs), skip_special_tokens=True))
+```
+
+With transformers 4.x also as a pipeline (transformers 5 has no "translation" task of its own):
+
+```python
+from transformers import pipeline
+
+translator = pipeline("translation", model="{model_id}")
+print(translator("{example}"))
 ```
 
 CTranslate2: `ct2-transformers-converter --model {model_id} --output_dir ct2-model`. ONNX:

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -176,7 +177,11 @@ def exports(tmp_path_factory):
     cases = {}
     for seed, name in enumerate(VARIANTS):
         model, tokenizer = random_variant(name, seed)
-        to_marian(model, root / name, tokenizer=tokenizer)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            to_marian(model, root / name, tokenizer=tokenizer)
+        differs = model.config.target_vocab_size != model.config.vocab_size
+        assert any("transformers 4 cannot" in str(w.message) for w in caught) == differs, name
         cases[name] = (model, tokenizer, GERMAN)
     demo = root / "demo-checkpoint"
     train_demo_checkpoint(demo)
@@ -202,7 +207,7 @@ def exports(tmp_path_factory):
 
 
 def run_fresh(python: str, exports: dict, tmp_path: Path, onnx: bool = False) -> tuple[dict, dict]:
-    """Run FRESH_SCRIPT with `python` over every exported folder; (summary, name -> tensors it computed)."""
+    """Run FRESH_SCRIPT with `python` over the exported folders; (summary, name -> tensors it computed)."""
     manifest = {"folders": {
         name: {"folder": str(case["folder"]), "inputs": str(case["inputs"]), "result": str(tmp_path / f"{name}.pt"),
                "texts": case["texts"]}
@@ -282,16 +287,21 @@ def test_fresh_interpreter_without_the_package_loads_marian_with_our_outputs(exp
     print("max |logit difference| (transformers", summary["transformers"], "):", json.dumps(differences))
     # the trained model translates sensibly: the comparison is not between empty outputs
     print("demo translations:", exports["demo"]["texts"], "->", exports["demo"]["pipeline"])
-    assert sum(len(text) > 0 for text in exports["demo"]["pipeline"]) == len(exports["demo"]["texts"])
+    assert len(set(exports["demo"]["pipeline"])) > 1 and all(exports["demo"]["pipeline"])  # not one fixed output
 
 
 @pytest.mark.skipif(not os.environ.get("VT_TF4_PYTHON"),
                     reason="VT_TF4_PYTHON (a Python with transformers 4.57 and optimum-onnx) is not set; CI's "
                            "marian-4.x job sets it")
 def test_transformers_4_loads_marian_with_our_outputs_and_onnx_translates_alike(exports, tmp_path):
-    summary, computed = run_fresh(os.environ["VT_TF4_PYTHON"], exports, tmp_path, onnx=True)
+    # transformers 4's MarianModel makes the decoder embedding as large as the source vocabulary: folders with target
+    # vocabularies of another size are for transformers 5 only (the export warns, the card says so)
+    loadable = {name: case for name, case in exports.items()
+                if case["model"].config.target_vocab_size == case["model"].config.vocab_size}
+    assert set(exports) - set(loadable) == {"separate-vocabs-untied-bias-gelu"}
+    summary, computed = run_fresh(os.environ["VT_TF4_PYTHON"], loadable, tmp_path, onnx=True)
     assert summary["transformers"].startswith("4."), summary["transformers"]
-    differences = assert_computes_ours(exports, summary, computed)
+    differences = assert_computes_ours(loadable, summary, computed)
     print("max |logit difference| (transformers", summary["transformers"], "):", json.dumps(differences))
     # ONNX (optimum-cli export onnx, onnxruntime): greedy translations of the trained model are ours
     demo = exports["demo"]

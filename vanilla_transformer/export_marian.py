@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
 import torch
@@ -44,6 +45,13 @@ WRITES_D_MODEL = ("out_proj.weight", "out_proj.bias", "fc2.weight", "fc2.bias", 
 # In neither: q/k/v and fc1 biases (head and d_ff coordinates) and final_logits_bias (vocabulary).
 KEEPS = ("q_proj.bias", "k_proj.bias", "v_proj.bias", "fc1.bias", "final_logits_bias")
 POSITION_TABLES = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
+
+# transformers 4.x's MarianModel gives the decoder embedding `vocab_size` rows, not `decoder_vocab_size` (5.x does)
+TRANSFORMERS_4_VOCABULARY_NOTE = (
+    "The target vocabulary ({config.target_vocab_size} tokens) differs in size from the source vocabulary "
+    "({config.vocab_size}): transformers 5 loads this Marian folder, transformers 4 cannot (its MarianModel makes the "
+    "decoder embedding as large as the source vocabulary)."
+)
 
 # Generation settings that are the model's, not the decoding strategy's: taken from the config, always written.
 SPECIAL_TOKENS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "forced_eos_token_id")
@@ -238,7 +246,7 @@ The model is the encoder-decoder Transformer of "Attention Is All You Need" (Vas
 The exporter reorders the model dimension once (the paper interleaves sin and cos in the positional encoding, Marian
 puts all sines first), so this model's logits are the original's up to float rounding and it generates the same tokens.
 `generation_config.json` holds the original's decoding defaults (beam size {num_beams}, length penalty
-{length_penalty}, at most {max_length} tokens).
+{length_penalty}, at most {max_length} tokens).{vocabulary_note}
 
 ## Use
 
@@ -299,7 +307,9 @@ def marian_model_card(model, checkpoint: Path | None, model_id: str):
               f"{model.num_parameters():,} parameters")
     text = CARD_TEMPLATE.format(card_data=data.to_yaml(), name=model_id, origin=origin, layers=layers,
                                 num_beams=generation.num_beams, length_penalty=generation.length_penalty,
-                                max_length=generation.max_length, model_id=model_id, example="Hello world!")
+                                max_length=generation.max_length, model_id=model_id, example="Hello world!",
+                                vocabulary_note="" if config.target_vocab_size == config.vocab_size else
+                                "\n\n" + TRANSFORMERS_4_VOCABULARY_NOTE.format(config=config))
     return ModelCard(text)
 
 
@@ -364,6 +374,8 @@ def to_marian(checkpoint_or_model, output_dir: str | os.PathLike, *, tokenizer=N
     tokenizer = _load_tokenizer(tokenizer, checkpoint)
     check_portable_tokenizer(tokenizer)
     marian = marian_model(model)  # checks the config first
+    if model.config.target_vocab_size != model.config.vocab_size:
+        warnings.warn(TRANSFORMERS_4_VOCABULARY_NOTE.format(config=model.config), stacklevel=2)
     card = marian_model_card(model, checkpoint, out.name)
 
     out.parent.mkdir(parents=True, exist_ok=True)

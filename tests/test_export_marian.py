@@ -63,7 +63,7 @@ REFUSED = {
 # exports one folder with optimum-cli and runs it with onnxruntime.
 FRESH_SCRIPT = HIDE_PACKAGE + textwrap.dedent(
     r'''
-    import json, os, subprocess, sys
+    import contextlib, io, json, os, re, subprocess, sys
 
     import torch
     import transformers
@@ -92,7 +92,19 @@ FRESH_SCRIPT = HIDE_PACKAGE + textwrap.dedent(
         except KeyError:  # transformers 5 removed the task (this package registers its own)
             translations = None
         torch.save({"logits": logits, "greedy": greedy, "beam": beam, "encoded": encoded["input_ids"]}, item["result"])
+        # the model card's own code, pointed at this folder (the pipeline snippet needs transformers 4)
+        readme = open(os.path.join(item["folder"], "README.md"), encoding="utf-8").read()
+        printed = []
+        for snippet in re.findall(r"```python\n(.*?)```", readme, flags=re.S):
+            if "pipeline(" in snippet and translations is None:
+                continue
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exec(snippet.replace(f'"{os.path.basename(item["folder"])}"', repr(item["folder"])), {})
+            printed.append(out.getvalue().strip())
         summary["folders"][name] = {
+            "encoded_keys": sorted(encoded.keys()),
+            "card_snippets": printed,
             "model_class": type(model).__module__ + "." + type(model).__name__,
             "tokenizer_class": type(tokenizer).__name__,
             "num_beams": model.generation_config.num_beams,
@@ -243,6 +255,9 @@ def assert_computes_ours(exports: dict, summary: dict, computed: dict) -> dict:
         assert expected["logits"].std() > 0.5, name  # the comparison is between varied numbers
         for key in ("greedy", "beam", "encoded"):
             assert torch.equal(got[key], expected[key]), f"{name}: {key}"
+        assert folder["encoded_keys"] == ["attention_mask", "input_ids"], name
+        snippets = 2 if summary["transformers"].startswith("4.") else 1
+        assert len(folder["card_snippets"]) == snippets and all(folder["card_snippets"]), name
         if summary["transformers"].startswith("4."):
             assert folder["pipeline"] == case["pipeline"], name
         else:
@@ -273,6 +288,7 @@ def test_exported_folder_is_a_plain_marian_folder(exports):
     assert (card.data.library_name, card.data.pipeline_tag) == ("transformers", "translation")
     assert "demo-checkpoint" in card.text and "trust_remote_code" in card.text
     assert 'pipeline("translation", model="demo")' in card.text
+    assert "`vanilla-transformer export ctranslate2`" in card.text  # CTranslate2's converter does not fit: <pad> is 0
     # every weight is a permutation of ours: d_model axes reordered, nothing else
     marian = load_file(folder / "model.safetensors")
     ours_state = case["model"].state_dict()
@@ -378,6 +394,7 @@ def test_ctranslate2_own_converter_translates_like_our_ctranslate2_export(opus_m
     result = subprocess.run([str(converter), "--model", str(out), "--output_dir", str(tmp_path / "theirs")],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "ct2-transformers-converter --model marian" in (out / "README.md").read_text()  # the card says it fits
     ours = to_ctranslate2(converted, tmp_path / "ours")
     tokenizer = AutoTokenizer.from_pretrained(out)
     from test_convert import ENGLISH  # the sentences its sentencepiece model was trained on: short token sequences

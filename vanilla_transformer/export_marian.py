@@ -217,6 +217,8 @@ def save_portable_tokenizer(tokenizer, folder: Path) -> None:
     settings = json.loads(path.read_text(encoding="utf-8"))
     settings = {key: value for key, value in settings.items() if key not in TOKENIZER_CONFIG_DROP}
     settings["tokenizer_class"] = "PreTrainedTokenizerFast"
+    # 4.x's PreTrainedTokenizerFast would add token_type_ids by default, which MarianMTModel.generate refuses
+    settings["model_input_names"] = list(tokenizer.model_input_names)
     path.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
@@ -268,9 +270,20 @@ translator = pipeline("translation", model="{model_id}")
 print(translator("{example}"))
 ```
 
-CTranslate2: `ct2-transformers-converter --model {model_id} --output_dir ct2-model`. ONNX:
-`optimum-cli export onnx --model {model_id} onnx-model` (optimum-onnx).
+{ctranslate2_note} ONNX (optimum-onnx, which needs transformers 4):
+`optimum-cli export onnx --model {model_id} --task text2text-generation-with-past onnx-model`.
 """
+
+
+def fits_ctranslate2_marian_loader(model) -> bool:
+    """Whether CTranslate2's own converter (`ct2-transformers-converter`) computes this model: its Marian loader
+    assumes OPUS-MT's layout, where `<pad>` is the last token of both vocabularies and the decoder starts from it with
+    a zero embedding (it drops that row and starts the decoder from zeros)."""
+    config = model.config
+    pad = config.pad_token_id
+    last = config.vocab_size - 1
+    return (pad == last == config.target_vocab_size - 1 and config.decoder_start_token_id == pad
+            and not model.get_decoder().embed_tokens.weight[pad].any())
 
 
 def _source_card_data(checkpoint: Path | None) -> dict:
@@ -308,6 +321,13 @@ def marian_model_card(model, checkpoint: Path | None, model_id: str):
     text = CARD_TEMPLATE.format(card_data=data.to_yaml(), name=model_id, origin=origin, layers=layers,
                                 num_beams=generation.num_beams, length_penalty=generation.length_penalty,
                                 max_length=generation.max_length, model_id=model_id, example="Hello world!",
+                                ctranslate2_note=(
+                                    f"CTranslate2: `ct2-transformers-converter --model {model_id} --output_dir ct2-model`."
+                                    if fits_ctranslate2_marian_loader(model) else
+                                    "CTranslate2: CTranslate2's own `ct2-transformers-converter` assumes OPUS-MT's "
+                                    "layout (`<pad>` last and the decoder start, with a zero embedding), which this "
+                                    "model does not have; `vanilla-transformer export ctranslate2` exports the original "
+                                    "checkpoint."),
                                 vocabulary_note="" if config.target_vocab_size == config.vocab_size else
                                 "\n\n" + TRANSFORMERS_4_VOCABULARY_NOTE.format(config=config))
     return ModelCard(text)

@@ -12,14 +12,19 @@ an option of `VanillaTransformerConfig` (`convert.py` maps them the other way). 
   column, their output matrices and biases and every LayerNorm by row) gives a model whose hidden states are ours
   with their coordinates reordered, and the same logits. The permutation of a float tensor is exact.
 - `final_logits_bias`: Marian always has one; a model without it exports a zero bias.
+- positions: Marian computes a table of `max_position_embeddings` sinusoids and fails beyond it, ours computes any
+  position; the export gives Marian at least 1024 (no weight depends on it).
 
 What Marian cannot express stops the export (`check_marian_exportable`): pre-LayerNorm, learned positions,
 tensor2tensor wavelengths, a position offset, fairseq's padding-skipping positions, a LayerNorm epsilon other than
 1e-5, and a missing pad or decoder start token.
 
 The folder: config.json (`model_type: marian`), model.safetensors, generation_config.json (the checkpoint's decoding
-defaults: beam size, length penalty, maximum length, decoder start token, banned or forced tokens), the tokenizer as
-tokenizer.json with a tokenizer_config.json naming `PreTrainedTokenizerFast` (a class of 4.x and 5.x), and a model card.
+defaults: beam size, length penalty, maximum length, decoder start token, banned or forced tokens; MarianMTModel itself
+bans no token in transformers 4.57 or 5.x, so the tokens ours generates are the ones it generates), the tokenizer as
+tokenizer.json with a tokenizer_config.json naming `PreTrainedTokenizerFast` and the model's input names (4.x and 5.x
+both load it; a converted OPUS-MT checkpoint keeps its `MarianTokenizer` files), and a model card. transformers 4's
+MarianModel cannot load a target vocabulary of another size than the source one (the export warns).
 """
 
 import argparse

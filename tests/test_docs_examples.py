@@ -17,11 +17,12 @@ How it works (see docs/tests.md):
   `opus-mt-en-de-vanilla` (a tiny random MarianMTModel with an OPUS-MT-style tokenizer, converted), `docs/`.
 - SUBSTITUTIONS below rewrite a block before it runs, only to make it short: training commands get tiny-model
   options inserted right after `training.train` (the options the doc shows come after them and still apply),
-  Python `max_steps=N` becomes 3, a named checkpoint step becomes one the tiny run saved, and `pip install`
-  lines are not run (the test environment has every extra; installing needs the network).
-- A block needing what a test cannot have (the Hub, a GPU, several GPUs, a run of many minutes) carries an HTML
-  comment on the line before its fence: `<!-- example: skip (the reason) -->`; it is reported as skipped with that
-  reason. Any other `<!-- example: ... -->` comment is an error, so a typo cannot skip a block silently.
+  Python `max_steps=N` becomes 3, and a checkpoint of step N000 becomes step N, one the tiny run saved.
+- Markers: an HTML comment on the line before a fence. `<!-- example: skip (the reason) -->` for a block needing
+  what a test cannot have (the Hub, a GPU, several GPUs, a run of many minutes, installing packages): it is
+  reported as skipped with that reason. `<!-- example: fresh -->` runs the block in the workspace without its
+  `outputs/` folder, as on a fresh checkout (a first training run into `outputs/demo`). Any other
+  `<!-- example: ... -->` comment is an error, so a typo cannot skip a block silently.
 - A block fails on a non-zero exit status, after its timeout, and on any warning it prints: a `sitecustomize`
   module put first on the examples' PYTHONPATH records every Python warning that is shown (with Python's default
   filters, i.e. what a user would see: a DeprecationWarning raised inside a library at import is not shown, so is
@@ -60,9 +61,8 @@ SUBSTITUTIONS = [
     (r"(python -m training\.train|vanilla-transformer train|-m training\.train)\b", rf"\1 {TINY_TRAIN}",
      "training commands train a tiny model for 4 steps"),
     (r"\bmax_steps=\d+", "max_steps=3", "Trainer examples in Python train 3 steps"),
-    (r"checkpoint-4000\b", "checkpoint-2", "the tiny run saves checkpoints 2 and 4"),
-    (r"(?m)^(\s*)pip install .*$", r"\1: pip install skipped by the test",
-     "the test environment has every extra installed; installing needs the network"),
+    (r"checkpoint-(\d+)000\b", r"checkpoint-\1", "step N000 of a long run is step N of outputs/en-de, which saved "
+     "checkpoints 2, 4, ..., 10"),
 ]
 
 MARKER = re.compile(r"<!--\s*example:\s*(.*?)\s*-->")
@@ -204,7 +204,8 @@ def workspace(tmp_path_factory) -> pathlib.Path:
     _train(["--preset", "multi30k", "--train_source", str(root / "data" / "train.en"),
             "--train_target", str(root / "data" / "train.de"), "--validation_source", str(root / "data" / "val.en"),
             "--validation_target", str(root / "data" / "val.de"), "--test_source", str(root / "data" / "test.en"),
-            "--test_target", str(root / "data" / "test.de"), "--output_dir", str(root / "outputs" / "en-de")])
+            "--test_target", str(root / "data" / "test.de"), "--output_dir", str(root / "outputs" / "en-de"),
+            "--max_steps", "10"])  # checkpoints 2, 4, ..., 10 for the resume and averaging examples
     shutil.copytree(root / "outputs" / "demo", root / "outputs" / "multi30k")
     _converted_opus_mt(root / "opus-mt-en-de-vanilla", tmp_path_factory.mktemp("marian-source"))
     (root / "docs").mkdir()
@@ -228,9 +229,11 @@ def tools(tmp_path_factory) -> pathlib.Path:
 
 
 def run_block(block: Block, workspace: pathlib.Path, tools: pathlib.Path, tmp_path: pathlib.Path):
-    """Run one block in a fresh copy of the workspace; returns (completed process, warnings it printed)."""
+    """Run one block in a fresh copy of the workspace; returns (completed process, code run, warnings it printed)."""
     cwd = tmp_path / "work"
-    shutil.copytree(workspace, cwd, symlinks=True)
+    fresh = block.marker == "fresh"
+    shutil.copytree(workspace, cwd, symlinks=True, ignore=lambda folder, names: (
+        ["outputs"] if fresh and pathlib.Path(folder) == workspace else []))
     warnings_file = tmp_path / "warnings.txt"
     env = {
         **os.environ,
@@ -253,9 +256,9 @@ def run_block(block: Block, workspace: pathlib.Path, tools: pathlib.Path, tmp_pa
 
 @pytest.mark.parametrize("block", RUNNABLE, ids=[block.id for block in RUNNABLE])
 def test_example_runs_without_error_or_warning(block, workspace, tools, tmp_path):
-    if block.marker is not None:
+    if block.marker is not None and block.marker != "fresh":
         skip = SKIP.match(block.marker)
-        assert skip, f"{block.id}: unknown marker <!-- example: {block.marker} --> (only 'skip (reason)')"
+        assert skip, f"{block.id}: unknown marker <!-- example: {block.marker} --> ('skip (reason)' or 'fresh')"
         pytest.skip(f"{block.id}: {skip.group(1)}")
     result, code, printed = run_block(block, workspace, tools, tmp_path)
     shown = f"\n--- the block as run ---\n{code}\n--- stdout ---\n{result.stdout[-4000:]}\n--- stderr ---\n" \
@@ -287,10 +290,10 @@ def test_console_blocks_run_their_prompt_lines_only():
 
 
 def test_substitutions_shorten_training_and_keep_the_documented_options():
-    code = substitute("python -m training.train --preset multi30k --max_steps 7\npip install x\n")
-    first = code.splitlines()[0]
-    assert first.startswith("python -m training.train --d_model 32") and first.endswith("--preset multi30k --max_steps 7")
-    assert code.splitlines()[1] == ": pip install skipped by the test"
+    code = substitute("python -m training.train --preset multi30k --max_steps 7 --resume_from_checkpoint "
+                      "outputs/en-de/checkpoint-4000\n")
+    assert code.startswith("python -m training.train --d_model 32")
+    assert code.endswith("--preset multi30k --max_steps 7 --resume_from_checkpoint outputs/en-de/checkpoint-4\n")
     assert substitute("TrainingArguments(max_steps=300)") == "TrainingArguments(max_steps=3)"
 
 

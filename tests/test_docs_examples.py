@@ -50,7 +50,8 @@ RUN_LANGUAGES = {"python": "python", "py": "python", "bash": "shell", "sh": "she
 TIMEOUT_S = 240  # one block; the slowest (training commands, CTranslate2 export) take ~20 s on 2 busy cores
 
 # Tiny training options (as in tests/test_training.py): a model and corpus that train a few steps in seconds.
-TINY_TRAIN = ("--d_model 32 --encoder_layers 1 --decoder_layers 1 --attention_heads 2 --ffn_dim 64 --vocab_size 90 "
+TINY_TRAIN = (  # 2 + 2 layers: the docs draw layer 1
+    "--d_model 32 --encoder_layers 2 --decoder_layers 2 --attention_heads 2 --ffn_dim 64 --vocab_size 90 "
               "--demo_train_size 300 --max_tokens 200 --max_test_samples 8 --max_eval_samples 8 "
               "--per_device_eval_batch_size 8 --config_overrides max_position_embeddings=40 --report_to none "
               "--disable_tqdm true --num_sample_translations 0 --warmup_steps 4 --max_steps 4 --save_steps 2 "

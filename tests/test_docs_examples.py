@@ -28,7 +28,8 @@ How it works (see docs/tests.md):
   filters, i.e. what a user would see: a DeprecationWarning raised inside a library at import is not shown, so is
   not counted) and every logging record of level WARNING or above that a stream handler prints (transformers'
   logger included). It covers every Python process a block starts. Text a program writes to stderr itself (tqdm's
-  progress bars, a Rust library's message) is not a warning and is not counted.
+  progress bars, a Rust library's message) is not a warning and is not counted. IGNORED_WARNINGS lists the few
+  warnings that do not count, each with its reason (the test's tiny scale, or one library calling another).
 """
 
 import dataclasses
@@ -53,7 +54,7 @@ TIMEOUT_S = 240  # one block; the slowest (training commands, CTranslate2 export
 TINY_TRAIN = (  # 2 + 2 layers: the docs draw layer 1
     "--d_model 32 --encoder_layers 2 --decoder_layers 2 --attention_heads 2 --ffn_dim 64 --vocab_size 90 "
               "--demo_train_size 300 --max_tokens 200 --max_test_samples 8 --max_eval_samples 8 "
-              "--per_device_eval_batch_size 8 --config_overrides max_position_embeddings=40 --report_to none "
+              "--per_device_eval_batch_size 8 --config_overrides max_position_embeddings=128 --report_to none "
               "--disable_tqdm true --num_sample_translations 0 --warmup_steps 4 --max_steps 4 --save_steps 2 "
               "--logging_steps 1 --average_last_n_checkpoints 2")
 
@@ -64,6 +65,17 @@ SUBSTITUTIONS = [
     (r"\bmax_steps=\d+", "max_steps=3", "Trainer examples in Python train 3 steps"),
     (r"checkpoint-(\d+)000\b", r"checkpoint-\1", "step N000 of a long run is step N of outputs/en-de, which saved "
      "checkpoints 2, 4, ..., 10"),
+]
+
+# (pattern, why): printed warnings that do not fail a block, because the test's scale or a library other than this
+# package causes them, not the example. Keep it short; each entry says why a user following the docs is not affected
+# or what causes it.
+IGNORED_WARNINGS = [
+    (r"mtime may not be reliable on this filesystem",
+     "the tiny runs save their checkpoints less than a second apart (transformers then sorts them by step number); "
+     "a real run's checkpoints are minutes apart"),
+    (r"FutureWarning: `is_gradient_checkpointing` is deprecated",
+     "PEFT 0.21 reads transformers' deprecated `is_gradient_checkpointing` in get_peft_model; neither is this package"),
 ]
 
 MARKER = re.compile(r"<!--\s*example:\s*(.*?)\s*-->")
@@ -252,6 +264,7 @@ def run_block(block: Block, workspace: pathlib.Path, tools: pathlib.Path, tmp_pa
     command = [sys.executable, str(script)] if kind == "python" else ["bash", "-e", "-o", "pipefail", str(script)]
     result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     printed = warnings_file.read_text(encoding="utf-8").splitlines() if warnings_file.exists() else []
+    printed = [line for line in printed if not any(re.search(pattern, line) for pattern, _ in IGNORED_WARNINGS)]
     return result, code, printed
 
 

@@ -14,15 +14,16 @@ How it works (see docs/tests.md):
   `outputs/demo` (the main job's folder: a tiny run of `training.train` with checkpoints and evaluation logged),
   `outputs/en-de` (a tiny run on `data/`), `outputs/multi30k` (a copy of `outputs/demo`: the docs' Multi30k
   run trains for 20 minutes), `data/{train,val,test}.{en,de}` (English and German number words),
-  `opus-mt-en-de-vanilla` (a tiny random MarianMTModel with an OPUS-MT-style tokenizer, converted), `docs/`.
+  `opus-mt-en-de` (a tiny random MarianMTModel with an OPUS-MT-style tokenizer) and `opus-mt-en-de-vanilla` (its
+  conversion), `docs/`.
 - SUBSTITUTIONS below rewrite a block before it runs, only to make it short: training commands get tiny-model
   options inserted right after `training.train` (the options the doc shows come after them and still apply),
   Python `max_steps=N` becomes 3, and a checkpoint of step N000 becomes step N, one the tiny run saved.
 - Markers: an HTML comment on the line before a fence. `<!-- example: skip (the reason) -->` for a block needing
   what a test cannot have (the Hub, a GPU, several GPUs, a run of many minutes, installing packages): it is
-  reported as skipped with that reason. `<!-- example: fresh -->` runs the block in the workspace without its
-  `outputs/` folder, as on a fresh checkout (a first training run into `outputs/demo`). Any other
-  `<!-- example: ... -->` comment is an error, so a typo cannot skip a block silently.
+  reported as skipped with that reason. `<!-- example: fresh -->` runs the block in the workspace without the
+  folders the docs' commands make (MADE_BY_THE_DOCS: `outputs/`, `opus-mt-en-de-vanilla`), as before running
+  them. Any other `<!-- example: ... -->` comment is an error, so a typo cannot skip a block silently.
 - A block fails on a non-zero exit status, after its timeout, and on any warning it prints: a `sitecustomize`
   module put first on the examples' PYTHONPATH records every Python warning that is shown (with Python's default
   filters, i.e. what a user would see: a DeprecationWarning raised inside a library at import is not shown, so is
@@ -76,6 +77,9 @@ IGNORED_WARNINGS = [
     (r"FutureWarning: `is_gradient_checkpointing` is deprecated",
      "PEFT 0.21 reads transformers' deprecated `is_gradient_checkpointing` in get_peft_model; neither is this package"),
 ]
+
+# What the docs' own commands make, left out of the workspace for a block marked `fresh`.
+MADE_BY_THE_DOCS = ["outputs", "opus-mt-en-de-vanilla"]
 
 MARKER = re.compile(r"<!--\s*example:\s*(.*?)\s*-->")
 SKIP = re.compile(r"skip \((.+)\)$")
@@ -195,16 +199,18 @@ def _train(argv: list[str]) -> None:
     train_main([*TINY_TRAIN.split(), *argv])
 
 
-def _converted_opus_mt(folder: pathlib.Path, scratch: pathlib.Path) -> None:
-    """A tiny random MarianMTModel with an OPUS-MT-style sentencepiece tokenizer, converted with `convert_marian`."""
+def _opus_mt(source: pathlib.Path, converted: pathlib.Path) -> None:
+    """A tiny random MarianMTModel with an OPUS-MT-style sentencepiece tokenizer (as tests/test_convert.py builds
+    them), and its conversion by `convert_marian`."""
     from test_convert import build_source, write_marian_tokenizer
 
     from vanilla_transformer.convert import convert_marian
 
-    vocab_size = write_marian_tokenizer(scratch)
-    build_source("marian", 0, scratch, vocab_size=vocab_size, pad_token_id=vocab_size - 1,
+    source.mkdir()
+    vocab_size = write_marian_tokenizer(source)
+    build_source("marian", 0, source, vocab_size=vocab_size, pad_token_id=vocab_size - 1,
                  decoder_start_token_id=vocab_size - 1)
-    convert_marian(str(scratch), str(folder))
+    convert_marian(str(source), str(converted))
 
 
 @pytest.fixture(scope="module")
@@ -219,7 +225,7 @@ def workspace(tmp_path_factory) -> pathlib.Path:
             "--test_target", str(root / "data" / "test.de"), "--output_dir", str(root / "outputs" / "en-de"),
             "--max_steps", "10"])  # checkpoints 2, 4, ..., 10 for the resume and averaging examples
     shutil.copytree(root / "outputs" / "demo", root / "outputs" / "multi30k")
-    _converted_opus_mt(root / "opus-mt-en-de-vanilla", tmp_path_factory.mktemp("marian-source"))
+    _opus_mt(root / "opus-mt-en-de", root / "opus-mt-en-de-vanilla")
     (root / "docs").mkdir()
     return root
 
@@ -245,7 +251,7 @@ def run_block(block: Block, workspace: pathlib.Path, tools: pathlib.Path, tmp_pa
     cwd = tmp_path / "work"
     fresh = block.marker == "fresh"
     shutil.copytree(workspace, cwd, symlinks=True, ignore=lambda folder, names: (
-        ["outputs"] if fresh and pathlib.Path(folder) == workspace else []))
+        MADE_BY_THE_DOCS if fresh and pathlib.Path(folder) == workspace else []))
     warnings_file = tmp_path / "warnings.txt"
     env = {
         **os.environ,

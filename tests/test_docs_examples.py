@@ -15,15 +15,17 @@ How it works (see docs/tests.md):
   `outputs/en-de` (a tiny run on `data/`), `outputs/multi30k` (a copy of `outputs/demo`: the docs' Multi30k
   run trains for 20 minutes), `data/{train,val,test}.{en,de}` (English and German number words),
   `opus-mt-en-de` (a tiny random MarianMTModel with an OPUS-MT-style tokenizer) and `opus-mt-en-de-vanilla` (its
-  conversion), `docs/`.
+  conversion), `docs/`, and the MADE_BY_COMMANDS folders (a folder one block of a page makes and a later one
+  uses, made by its documented command: `multi30k-marian`).
 - SUBSTITUTIONS below rewrite a block before it runs, only to make it short: training commands get tiny-model
   options inserted right after `training.train` (the options the doc shows come after them and still apply),
   Python `max_steps=N` becomes 3, and a checkpoint of step N000 becomes step N, one the tiny run saved.
 - Markers: an HTML comment on the line before a fence. `<!-- example: skip (the reason) -->` for a block needing
   what a test cannot have (the Hub, a GPU, several GPUs, a run of many minutes, installing packages): it is
   reported as skipped with that reason. `<!-- example: fresh -->` runs the block in the workspace without the
-  folders the docs' commands make (MADE_BY_THE_DOCS: `outputs/`, `opus-mt-en-de-vanilla`), as before running
-  them. Any other `<!-- example: ... -->` comment is an error, so a typo cannot skip a block silently.
+  folders the docs' blocks make (MADE_BY_THE_DOCS: `outputs/demo`, `outputs/en-de`, `opus-mt-en-de-vanilla`,
+  `multi30k-marian`), as before running them. Any other `<!-- example: ... -->` comment is an error, so a typo
+  cannot skip a block silently.
 - A block fails on a non-zero exit status, after its timeout, and on any warning it prints: a `sitecustomize`
   module put first on the examples' PYTHONPATH records every Python warning that is shown (with Python's default
   filters, i.e. what a user would see: a DeprecationWarning raised inside a library at import is not shown, so is
@@ -78,8 +80,16 @@ IGNORED_WARNINGS = [
      "PEFT 0.21 reads transformers' deprecated `is_gradient_checkpointing` in get_peft_model; neither is this package"),
 ]
 
-# What the docs' own commands make, left out of the workspace for a block marked `fresh`.
-MADE_BY_THE_DOCS = ["outputs", "opus-mt-en-de-vanilla"]
+# Folders a page makes in one block and uses in a later one (each block runs alone): made in the workspace by the
+# documented command, run once with `vanilla-transformer` of this checkout. A command that fails (e.g. one this
+# branch lacks) leaves its folder out; a block that needs it then fails, and its message names the command.
+MADE_BY_COMMANDS = {
+    "multi30k-marian": "vanilla-transformer export marian outputs/multi30k multi30k-marian",  # publish-without-...
+}
+
+# What the docs' own blocks make, left out of the workspace for a block marked `fresh` (outputs/multi30k stays: no
+# block makes it, it stands for the 20-minute Multi30k run).
+MADE_BY_THE_DOCS = ["outputs/demo", "outputs/en-de", "opus-mt-en-de-vanilla", *MADE_BY_COMMANDS]
 
 MARKER = re.compile(r"<!--\s*example:\s*(.*?)\s*-->")
 SKIP = re.compile(r"skip \((.+)\)$")
@@ -227,7 +237,16 @@ def workspace(tmp_path_factory) -> pathlib.Path:
     shutil.copytree(root / "outputs" / "demo", root / "outputs" / "multi30k")
     _opus_mt(root / "opus-mt-en-de", root / "opus-mt-en-de-vanilla")
     (root / "docs").mkdir()
+    for folder, command in MADE_BY_COMMANDS.items():
+        made = subprocess.run([sys.executable, "-m", "vanilla_transformer", *command.split()[1:]], cwd=root,
+                              capture_output=True, text=True, check=False)
+        if made.returncode != 0:
+            WORKSPACE_PROBLEMS.append(f"`{command}` failed, so the workspace has no {folder}: "
+                                      f"{made.stderr.strip().splitlines()[-1:] or made.returncode}")
     return root
+
+
+WORKSPACE_PROBLEMS: list[str] = []  # MADE_BY_COMMANDS that failed, named in the message of a block that fails
 
 
 @pytest.fixture(scope="module")
@@ -249,9 +268,9 @@ def tools(tmp_path_factory) -> pathlib.Path:
 def run_block(block: Block, workspace: pathlib.Path, tools: pathlib.Path, tmp_path: pathlib.Path):
     """Run one block in a fresh copy of the workspace; returns (completed process, code run, warnings it printed)."""
     cwd = tmp_path / "work"
-    fresh = block.marker == "fresh"
-    shutil.copytree(workspace, cwd, symlinks=True, ignore=lambda folder, names: (
-        MADE_BY_THE_DOCS if fresh and pathlib.Path(folder) == workspace else []))
+    left_out = {workspace / path for path in MADE_BY_THE_DOCS} if block.marker == "fresh" else set()
+    shutil.copytree(workspace, cwd, symlinks=True,
+                    ignore=lambda folder, names: [name for name in names if pathlib.Path(folder, name) in left_out])
     warnings_file = tmp_path / "warnings.txt"
     env = {
         **os.environ,
@@ -282,6 +301,8 @@ def test_example_runs_without_error_or_warning(block, workspace, tools, tmp_path
     result, code, printed = run_block(block, workspace, tools, tmp_path)
     shown = f"\n--- the block as run ---\n{code}\n--- stdout ---\n{result.stdout[-4000:]}\n--- stderr ---\n" \
             f"{result.stderr[-4000:]}"
+    if WORKSPACE_PROBLEMS:
+        shown += "\n--- the workspace ---\n" + "\n".join(WORKSPACE_PROBLEMS)
     assert result.returncode == 0, f"{block.id} exited with status {result.returncode}{shown}"
     assert not printed, f"{block.id} printed {len(printed)} warning(s):\n" + "\n".join(printed) + shown
 

@@ -19,6 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module in SUBCOMMAND_MODULES:
         importlib.import_module(f".{module}", __package__).add_subcommand(subparsers)
+    from .commands import explore
+
+    explore.add_parser(subparsers)
     return parser
 
 

@@ -475,7 +475,7 @@ def offline_theme():
                              font_mono=[gr.themes.Font("ui-monospace"), "monospace"])
 
 
-def decoding_arguments(strategy: str, num_beams: int | float, temperature: float) -> dict:
+def decoding_arguments(strategy: str, num_beams: float, temperature: float) -> dict:
     """generate's arguments for one of DECODING_CHOICES; a ValueError names a bad value."""
     if strategy == "greedy":
         return {"num_beams": 1, "do_sample": False}
@@ -656,7 +656,7 @@ def write_space(model_folder_or_id: str | os.PathLike, out_dir: str | os.PathLik
         if os.path.exists(source) or source.startswith((".", "/")) or source.count("/") > 1:
             raise FileNotFoundError(f"model folder not found: {source}")
         model_id = source  # a Hub model id, e.g. user/name
-    if local and model_id is None:
+    if local:
         from .checkpoint import check_checkpoint
         from .export import is_ctranslate2_folder
 

@@ -87,7 +87,8 @@ def input_limit(model, tokenizer) -> int:
 
 
 def _eos_ids(model) -> list[int]:
-    eos = model.generation_config.eos_token_id
+    generation_config = getattr(model, "generation_config", None)  # encoder-only models have none
+    eos = generation_config.eos_token_id if generation_config is not None else None
     if eos is None:
         eos = model.config.eos_token_id
     return [] if eos is None else list(eos) if isinstance(eos, (list, tuple)) else [eos]
@@ -516,7 +517,9 @@ def iframe(data: dict) -> str:
 
 
 def _default_decoding(model) -> tuple[str, int, float]:
-    config = model.generation_config
+    config = getattr(model, "generation_config", None)
+    if config is None:  # encoder-only: nothing is generated
+        return "greedy", 2, 1.0
     strategy = "sampling" if config.do_sample else "beam search" if (config.num_beams or 1) > 1 else "greedy"
     return strategy, max(config.num_beams or 1, 2), float(config.temperature or 1.0)
 

@@ -53,6 +53,10 @@ def run(args: argparse.Namespace) -> None:
 
     hf_logging.disable_progress_bar()  # no "Loading weights" bar from from_pretrained
     try:
+        if args.html:  # validate before the (slow) model run
+            folder = os.path.dirname(os.path.abspath(args.html))
+            if not os.path.isdir(folder):
+                raise FileNotFoundError(f"cannot write {args.html}: the folder {folder} does not exist")
         if args.space:
             out = explore.write_space(args.model, args.space, model_id=args.model_id)
             print(f"Wrote the Space folder {out}; publish it with huggingface_hub.upload_folder(folder_path="

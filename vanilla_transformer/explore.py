@@ -134,9 +134,8 @@ def _generate(model, generate_kwargs: dict, **inputs) -> tuple[torch.Tensor, _Be
     """`model.generate` for one sequence; with beam search, also the recorder of the beams kept at each step."""
     from transformers import LogitsProcessorList
 
-    decoding = model.generation_config.num_beams if generate_kwargs.get("num_beams") is None \
-        else generate_kwargs["num_beams"]
-    recorder = _BeamRecorder() if decoding > 1 else None
+    num_beams = generate_kwargs.get("num_beams") or model.generation_config.num_beams or 1
+    recorder = _BeamRecorder() if num_beams > 1 else None
     extra = {"logits_processor": LogitsProcessorList([recorder])} if recorder is not None else {}
     generated = model.generate(**inputs, **generate_kwargs, **extra)[0]
     return generated, recorder
@@ -638,7 +637,7 @@ def _space_requirements() -> str:
         requires, demo = [], []
     requires = requires or ["torch>=2.13", "transformers>=5.18,<6", "tokenizers>=0.21", "safetensors>=0.4",
                             "huggingface_hub>=1.0", "Jinja2>=3.1", "tqdm>=4.66"]
-    demo = demo or ["gradio>=5"]
+    demo = demo or ["gradio>=6.0"]
     return "\n".join(requires + demo) + "\n"
 
 

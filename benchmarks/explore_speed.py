@@ -30,14 +30,16 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.report import machine_description, software_versions, write_section  # noqa: E402
 
-DATA = REPO_ROOT.parent / "shared" / "data" / "multi30k"
+# Multi30k beside the checkout (../shared), or beside the folder of worktrees (../../shared); --data_dir overrides
+DATA = next((folder / "shared" / "data" / "multi30k" for folder in (REPO_ROOT.parent, REPO_ROOT.parent.parent)
+             if (folder / "shared" / "data" / "multi30k").is_dir()), REPO_ROOT.parent / "shared" / "data" / "multi30k")
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 TARGET_TOKENS = 20
 
 
-def build_model(folder: Path) -> str:
+def build_model(folder: Path, data: Path = DATA) -> str:
     """A random multi30k-preset model and a Multi30k tokenizer saved in `folder`; returns a 20-token sentence."""
     import torch
 
@@ -45,18 +47,19 @@ def build_model(folder: Path) -> str:
     from training.tokenizer import train_tokenizer
     from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 
-    files = [DATA / "train.en", DATA / "train.de"]
+    files = [data / "train.en", data / "train.de"]
     if not all(f.is_file() for f in files):
-        sys.exit(f"benchmarks/explore_speed.py: error: the Multi30k training files are missing from {DATA}")
+        sys.exit(f"benchmarks/explore_speed.py: error: the Multi30k training files are missing from {data}")
     tokenizer = train_tokenizer(files=[str(f) for f in files], vocab_size=PRESETS["multi30k"].data["vocab_size"])
     torch.manual_seed(0)
     config = VanillaTransformerConfig(vocab_size=len(tokenizer), **PRESETS["multi30k"].model)
     model = VanillaTransformerForConditionalGeneration(config).eval()
     # random weights never stop by themselves: a translation of exactly 20 tokens, decoded greedily
-    model.generation_config.update(num_beams=1, max_length=TARGET_TOKENS + 1, min_length=TARGET_TOKENS + 1)
+    model.generation_config.update(num_beams=1, early_stopping=False, length_penalty=1.0,
+                                   max_length=TARGET_TOKENS + 1, min_length=TARGET_TOKENS + 1)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    for line in (DATA / "val.en").read_text(encoding="utf-8").splitlines():
+    for line in (data / "val.en").read_text(encoding="utf-8").splitlines():
         if len(tokenizer(line)["input_ids"]) == TARGET_TOKENS:
             return line
     sys.exit("benchmarks/explore_speed.py: error: no validation sentence of 20 tokens")
@@ -127,6 +130,7 @@ def measure_once(folder: Path, sentence: str, playwright) -> dict:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="server starts to measure (default 3; medians)")
+    parser.add_argument("--data_dir", type=Path, default=DATA, help=f"Multi30k's files (default {DATA})")
     parser.add_argument("--write", action="store_true", help="write the table into benchmarks/RESULTS.md")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
@@ -137,7 +141,7 @@ def main(argv=None) -> None:
     machine = machine_description()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "multi30k-random"
-        sentence = build_model(folder)
+        sentence = build_model(folder, args.data_dir)
         model, tokenizer = _load_any_model_and_tokenizer(str(folder), "cpu")
         data = attention_data(model, tokenizer, sentence)
         page = write_html(Path(tmp) / "page.html", [data])

@@ -464,8 +464,8 @@ def test_live_app_translates_and_draws_the_models_attention(live_app, browser, m
     row = frame.locator("#step-attention span").evaluate_all("spans => spans.map(s => +s.dataset.value)")
     np.testing.assert_allclose(row, outputs.cross_attentions[1][0, 0, step].numpy(), rtol=0, atol=1e-5)
     assert frame.locator("#beams tr.chosen").count() == 1  # beam search: the hypothesis that became the output
-    frame.locator("#positions").hover()
-    screenshot(page, "explore-app.png", tmp_path)
+    page.wait_for_function("document.querySelector('#explorer-frame').getBoundingClientRect().height !== 1200")
+    screenshot(page, "explore-app.png", tmp_path)  # the whole page: the frame grew to fit what it shows
     assert errors == []
     page.close()
 

@@ -512,7 +512,17 @@ def iframe(data: dict) -> str:
     """The page for one text inside an iframe (its scripts run there, apart from the app's)."""
     page = render_page([data])
     return (f'<iframe id="explorer-frame" title="Attention explorer" srcdoc="{html.escape(page, quote=True)}" '
-            'style="width:100%;height:1250px;border:0" sandbox="allow-scripts"></iframe>')
+            'style="width:100%;height:1200px;border:0" sandbox="allow-scripts"></iframe>')
+
+
+# The app's side of explore.js's tellHeight: the frame takes the height of the page it shows (no inner scrolling).
+_FIT_FRAME_JS = """
+window.addEventListener("message", function (event) {
+  var height = event.data && event.data["vanilla-transformer-explorer-height"];
+  var frame = element.querySelector("iframe");
+  if (height && frame && event.source === frame.contentWindow) frame.style.height = (height + 16) + "px";
+});
+"""
 
 
 def _default_decoding(model) -> tuple[str, int, float]:
@@ -567,7 +577,7 @@ def build_app(model, tokenizer, title: str | None = None):
         translation = gr.Textbox(label={"encoder-decoder": "Translation", "decoder-only": "Continuation",
                                         "encoder-only": "Text"}[configuration], interactive=False,
                                  elem_id="translation")
-        views = gr.HTML(elem_id="views")
+        views = gr.HTML(elem_id="views", js_on_load=_FIT_FRAME_JS)
         with gr.Accordion("Attention data (JSON)", open=False):
             data = gr.JSON(label="attention data")
         inputs = [source, decoding, num_beams, temp]

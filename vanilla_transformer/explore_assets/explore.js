@@ -370,7 +370,7 @@
       }
       body.appendChild(cols);
     }
-    slider.addEventListener("input", function () { state.step = +slider.value; render(); });
+    slider.addEventListener("input", function () { state.step = +slider.value; render(); tellHeight(); });
     var row = el("div", { class: "controls" });
     row.appendChild(slider);
     row.appendChild(label);
@@ -428,6 +428,16 @@
     root.appendChild(stepView());
     root.appendChild(positionsView());
     root.setAttribute("data-ready", "true");
+    tellHeight();
+  }
+
+  // inside the live app the page is an iframe: tell the app how tall it is, so that it shows all of it
+  function tellHeight() {
+    if (window.parent !== window) {
+      // the content, not the viewport (documentElement.scrollHeight never shrinks below the frame)
+      var height = Math.max(document.body.scrollHeight, root.offsetTop + root.offsetHeight) + 24;
+      window.parent.postMessage({ "vanilla-transformer-explorer-height": height }, "*");
+    }
   }
 
   reset();

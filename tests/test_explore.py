@@ -17,8 +17,8 @@ import time
 import numpy as np
 import pytest
 import torch
-
 from helpers import REPO_ROOT, run_main, tiny_config
+
 from training.tokenizer import train_tokenizer
 from vanilla_transformer import (
     VanillaTransformerForCausalLM,
@@ -485,7 +485,6 @@ def test_live_app_bad_input_keeps_serving(live_app, browser):
 
 def test_gradio_client_calls_translate(live_app, model_dir, tokenizer):
     from gradio_client import Client
-
     from transformers import AutoModelForSeq2SeqLM
 
     client = Client(live_app, verbose=False)
@@ -518,6 +517,13 @@ def test_static_page_opens_offline_from_disk(browser, tokenizer, tmp_path):
     assert page.locator("#beams tr.chosen").count() == 1
     page.locator("rect.cell").nth(3).hover()
     assert page.locator("rect.cell.hl").count() > 1  # its row and column light up
+    lines = page.locator("#flow line.link")
+    page.locator("#flow text.q-tok").nth(1).hover()  # the lines view: only what query 1 attends to stays
+    shown = lines.evaluate_all("ls => ls.filter(l => l.style.display !== 'none').map(l => +l.dataset.query)")
+    assert shown and set(shown) == {1}
+    page.locator("#flow text.k-tok").nth(0).hover()  # and only what attends to key 0
+    shown = lines.evaluate_all("ls => ls.filter(l => l.style.display !== 'none').map(l => +l.dataset.key)")
+    assert shown and set(shown) == {0}
     page.locator("#sentence").select_option("1")  # the decoder-only model's sentence
     check_drawn_head(page, np.array(data[1]["decoder_attentions"][-1]), 0)
     assert page.locator("#kind option").all_inner_texts() == ["Decoder self-attention"]

@@ -531,3 +531,22 @@ def test_static_page_opens_offline_from_disk(browser, tokenizer, tmp_path):
     assert requests == [pathlib.Path(path).as_uri()]
     assert errors == []
     page.close()
+
+
+@pytest.mark.parametrize("model_class", [VanillaTransformerForCausalLM, VanillaTransformerForSequenceClassification])
+def test_app_builds_for_the_other_configurations_and_decoding_choices_reach_generate(tokenizer, model_class):
+    from vanilla_transformer.explore import build_app, explore_text
+
+    model = build(model_class, tokenizer, 2)
+    app = build_app(model, tokenizer)
+    assert "/translate" in [f"/{d['api_name']}" for d in app.config["dependencies"] if d.get("api_name")]
+    translation, data, views = explore_text(model, tokenizer, "seventeen", "sampling", 1, 0.7)
+    assert 'id="explorer-frame"' in views and data["translation"] == translation
+    if model.can_generate():
+        assert data["decoding"]["strategy"] == "sampling" and data["decoding"]["temperature"] == 0.7
+        with pytest.raises(ValueError, match="temperature must be positive"):
+            explore_text(model, tokenizer, "seventeen", "sampling", 1, 0.0)
+        with pytest.raises(ValueError, match="is not one of"):
+            explore_text(model, tokenizer, "seventeen", "top-p", 1, 1.0)
+    else:
+        assert data["decoding"] is None and len(data["label_scores"]) == model.config.num_labels

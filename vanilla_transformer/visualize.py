@@ -94,112 +94,47 @@ def attention_weights(
     teacher-forced in one forward pass, which gives the same weights as step-by-step decoding with the cache.
     `layer` counts from 0; negative values count from the last layer.
     """
+    from .explore import run_with_attentions, stacked_attentions
+
     if kind not in ATTENTION_KINDS:
         raise ValueError(f"kind={kind!r} is not one of {list(ATTENTION_KINDS)}")
     if not text or not text.strip():
         raise ValueError("the source text is empty: there is nothing to attend to")
     config = model.config
-    num_layers = config.encoder_layers if kind == "encoder" else config.decoder_layers
-    side = "encoder" if kind == "encoder" else "decoder"
-    if not config.is_encoder_decoder:
-        return _single_stack_attention_weights(model, tokenizer, text, target, kind, layer, generate_kwargs)
-    layer = _check_index(layer, num_layers, "layer", f"the {side} has {num_layers} layers")
+    if config.is_encoder_decoder:
+        side = "encoder" if kind == "encoder" else "decoder"
+        num_layers = config.encoder_layers if kind == "encoder" else config.decoder_layers
+        layer = _check_index(layer, num_layers, "layer", f"the {side} has {num_layers} layers")
+    else:  # decoder-only (kind="decoder": the prompt, then the continuation) or encoder-only (kind="encoder")
+        decoder_only = model.can_generate()
+        stack = "decoder-only" if decoder_only else "encoder-only"
+        if kind != ("decoder" if decoder_only else "encoder"):
+            raise ValueError(f"kind={kind!r} does not exist in this {stack} model: its attention is kind="
+                             f"{'decoder' if decoder_only else 'encoder'!r} (self-attention"
+                             f"{', masked' if decoder_only else ''})")
+        if target is not None and not decoder_only:
+            raise ValueError("an encoder-only model reads one text: give no target")
+        num_layers = config.decoder_layers if decoder_only else config.encoder_layers
+        layer = _check_index(layer, num_layers, "layer", f"the {stack} model has {num_layers} layers")
 
-    device = next(model.parameters()).device
-    encoded = tokenizer(text, return_tensors="pt")
-    source = {name: encoded[name].to(device) for name in ("input_ids", "attention_mask") if name in encoded}
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            target_generated = target is None
-            if target_generated:
-                generated = model.generate(**source, **(generate_kwargs or {}))[0]  # (<start>, y_1, ..., </s>, pad...)
-                labels = generated[1:]
-                eos_ids = config.eos_token_id if isinstance(config.eos_token_id, list) else [config.eos_token_id]
-                eos = torch.isin(labels, torch.tensor(eos_ids, device=labels.device)).nonzero()
-                if len(eos):
-                    labels = labels[: int(eos[0]) + 1]
-                target = tokenizer.decode(labels, skip_special_tokens=True)
-                labels = labels[None]
-            else:
-                if not target.strip():
-                    raise ValueError("the target text is empty; leave it out to attend over the model's translation")
-                labels = tokenizer(text_target=target, return_tensors="pt")["input_ids"].to(device)
-            decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)  # <start> y_1 ... y_{n-1}
-            outputs = model(**source, decoder_input_ids=decoder_input_ids, output_attentions=True, use_cache=False)
-    finally:
-        model.train(was_training)
-
-    source_tokens = tokenizer.convert_ids_to_tokens(source["input_ids"][0].tolist())
+    run = run_with_attentions(model, tokenizer, text, target, generate_kwargs=generate_kwargs, truncate=False)
+    source_tokens = tokenizer.convert_ids_to_tokens(run.source_ids)
     if kind == "cross":
-        weights, keys = outputs.cross_attentions, source_tokens
-        queries = tokenizer.convert_ids_to_tokens(labels[0].tolist())
+        queries, keys = tokenizer.convert_ids_to_tokens(run.target_ids), source_tokens
     elif kind == "encoder":
-        weights, queries, keys = outputs.encoder_attentions, source_tokens, source_tokens
+        queries, keys = source_tokens, source_tokens
     else:
-        weights, queries = outputs.decoder_attentions, tokenizer.convert_ids_to_tokens(decoder_input_ids[0].tolist())
-        keys = queries
+        queries = keys = tokenizer.convert_ids_to_tokens(run.decoder_input_ids)
     return AttentionMap(
-        weights=weights[layer][0].float().cpu().numpy(),  # (H, Q, K)
+        weights=stacked_attentions(run)[kind][layer].numpy(),  # (H, Q, K)
         query_tokens=queries,
         key_tokens=keys,
         kind=kind,
         layer=layer,
         num_layers=num_layers,
         source=text,
-        target=target,
-        target_generated=target_generated,
-    )
-
-
-def _single_stack_attention_weights(model, tokenizer, text: str, target: str | None, kind: str, layer: int,
-                                    generate_kwargs: dict | None) -> AttentionMap:
-    """`attention_weights` of a decoder-only model (`kind="decoder"`: the prompt, then `target` or the model's own
-    continuation) or an encoder-only one (`kind="encoder"`: the text)."""
-    config = model.config
-    decoder_only = model.can_generate()
-    stack = "decoder-only" if decoder_only else "encoder-only"
-    if kind != ("decoder" if decoder_only else "encoder"):
-        raise ValueError(f"kind={kind!r} does not exist in this {stack} model: its attention is kind="
-                         f"{'decoder' if decoder_only else 'encoder'!r} "
-                         f"(self-attention{', masked' if decoder_only else ''})")
-    if target is not None and not decoder_only:
-        raise ValueError("an encoder-only model reads one text: give no target")
-    num_layers = config.decoder_layers if decoder_only else config.encoder_layers
-    layer = _check_index(layer, num_layers, "layer", f"the {stack} model has {num_layers} layers")
-    device = next(model.parameters()).device
-    # a prompt is tokenized as pipeline("text-generation") does: without special tokens (no end-of-text after it)
-    input_ids = tokenizer(text, add_special_tokens=not decoder_only, return_tensors="pt")["input_ids"].to(device)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            target_generated = decoder_only and target is None
-            if target_generated:
-                generated = model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
-                                           **(generate_kwargs or {}))[0]
-                target = tokenizer.decode(generated[input_ids.shape[1] :], skip_special_tokens=True)
-                input_ids = generated[None]
-            elif decoder_only:
-                if not target.strip():
-                    raise ValueError("the target text is empty; leave it out to attend over the model's continuation")
-                continuation = tokenizer(target, add_special_tokens=False, return_tensors="pt")["input_ids"]
-                input_ids = torch.cat([input_ids, continuation.to(device)], dim=1)
-            outputs = model(input_ids=input_ids, output_attentions=True)
-    finally:
-        model.train(was_training)
-    tokens = tokenizer.convert_ids_to_tokens(input_ids[0].tolist())
-    return AttentionMap(
-        weights=outputs.attentions[layer][0].float().cpu().numpy(),  # (H, L, L)
-        query_tokens=tokens,
-        key_tokens=tokens,
-        kind=kind,
-        layer=layer,
-        num_layers=num_layers,
-        source=text,
-        target=target or "",
-        target_generated=target_generated,
+        target=run.target or "",
+        target_generated=run.target_generated,
     )
 
 

@@ -10,13 +10,13 @@ The views are described in `vanilla_transformer.explore` and docs/explore.md.
 import argparse
 import os
 
-from ._types import UsageError, torch_device
+from ._types import UsageError, checked, torch_device
 
 
 def _port(text: str) -> int:
     value = int(text) if text.strip().lstrip("-").isdigit() else None
     if value is None or not 0 < value < 65536:
-        raise argparse.ArgumentTypeError(f"must be a port number between 1 and 65535, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be between 1 and 65535, got {text}")
     return value
 
 
@@ -28,7 +28,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("model", metavar="MODEL", help="folder written by save_pretrained (model + tokenizer)")
     live = parser.add_argument_group("live app (the default)")
     live.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1: this machine only)")
-    live.add_argument("--port", type=_port, default=7860, help="port (default 7860)")
+    live.add_argument("--port", action=checked(_port), default=7860, help="port (default 7860)")
     page = parser.add_argument_group("static page")
     page.add_argument("--html", metavar="OUT.html", help="write one self-contained page instead of serving")
     page.add_argument("--text", action="append", metavar="TEXT", help="a sentence for the page (repeatable)")

@@ -8,8 +8,11 @@ supported release moves past them, the shim and its callers' one line go.
 This module imports only the standard library and transformers, and checks the version before anything else.
 """
 
+import contextlib
+import contextvars
 import functools
 import inspect
+import logging
 import re
 
 import transformers
@@ -75,6 +78,40 @@ def cache_capacity(cache) -> int:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Generation. Every release of the range (5.18 - 5.24) warns "Both `max_new_tokens` and `max_length` seem to have been
+# set" whenever a model's generation config holds any `max_length` and a call asks for `max_new_tokens`, which takes
+# precedence as transformers documents. Our generation config holds one (the length of a call that asks for none).
+
+# Set while a generate call runs whose only `max_length` is the one in the model's generation config.
+_only_the_configs_max_length = contextvars.ContextVar("only_the_configs_max_length", default=False)
+
+
+class QuietAboutTheConfigsMaxLength(logging.Filter):
+    """Drops generate's "Both `max_new_tokens` and `max_length` seem to have been set" while the flag above is set;
+    every other record passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not _only_the_configs_max_length.get():
+            return True
+        message = record.getMessage()
+        return not (message.startswith("Both `max_new_tokens`") and "seem to have been set" in message)
+
+
+@contextlib.contextmanager
+def quiet_about_the_configs_max_length(quiet: bool):
+    """Within the block (a generate call), leave out that one warning if `quiet`. The filter sits on transformers'
+    generation logger, added once per process (a remote-code load may run this file again)."""
+    generation_logger = logging.getLogger("transformers.generation.utils")
+    if not any(type(item).__name__ == QuietAboutTheConfigsMaxLength.__name__ for item in generation_logger.filters):
+        generation_logger.addFilter(QuietAboutTheConfigsMaxLength())
+    token = _only_the_configs_max_length.set(quiet)
+    try:
+        yield
+    finally:
+        _only_the_configs_max_length.reset(token)
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # The translation pipeline (transformers 5 removed it; `pipeline_translation.TranslationPipeline` brings it back).
 
 
@@ -132,4 +169,5 @@ __all__ = [
     "check_transformers_version",
     "let_translation_tasks_through",
     "pipeline_merges_generate_kwargs",
+    "quiet_about_the_configs_max_length",
 ]

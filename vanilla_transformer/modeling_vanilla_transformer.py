@@ -13,9 +13,7 @@ transformers and its siblings: the configuration file, `compat.py` (every differ
 and, when saving, the pipeline file that is saved with them.
 """
 
-import contextvars
 import copy
-import logging as std_logging
 import math
 from collections.abc import Callable
 
@@ -46,7 +44,13 @@ from transformers.utils.generic import can_return_tuple, merge_with_config_defau
 from transformers.utils.import_utils import is_torchdynamo_compiling
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
-from .compat import CACHE_ARGUMENT, CACHE_FIELD, accepts_cache_keyword, cache_capacity
+from .compat import (
+    CACHE_ARGUMENT,
+    CACHE_FIELD,
+    accepts_cache_keyword,
+    cache_capacity,
+    quiet_about_the_configs_max_length,
+)
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 
 
@@ -690,31 +694,6 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         )
 
 
-# Set while `VanillaTransformerForConditionalGeneration.generate` runs a call whose only `max_length` is the one in the
-# model's generation config (and which asks for `max_new_tokens`).
-_only_the_configs_max_length = contextvars.ContextVar("only_the_configs_max_length", default=False)
-
-
-class QuietAboutTheConfigsMaxLength(std_logging.Filter):
-    """Drops generate's "Both `max_new_tokens` and `max_length` seem to have been set" while the flag above is set."""
-
-    def filter(self, record: std_logging.LogRecord) -> bool:
-        if not _only_the_configs_max_length.get():
-            return True
-        message = record.getMessage()
-        return not (message.startswith("Both `max_new_tokens`") and "seem to have been set" in message)
-
-
-def quiet_about_the_configs_max_length() -> None:
-    """Add the filter to transformers' generation logger, once per process (remote code may load this file again)."""
-    generation_logger = logging.get_logger("transformers.generation.utils")
-    if not any(type(item).__name__ == QuietAboutTheConfigsMaxLength.__name__ for item in generation_logger.filters):
-        generation_logger.addFilter(QuietAboutTheConfigsMaxLength())
-
-
-quiet_about_the_configs_max_length()
-
-
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
     """Teacher forcing: the decoder reads <start> y_1 ... y_{n-1} to predict y_1 ... y_n (-100 labels read as padding)."""
     if decoder_start_token_id is None or pad_token_id is None:
@@ -756,17 +735,14 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         `max_position_embeddings`) for calls that ask for no length; `max_new_tokens` takes precedence over it, as
         transformers documents, yet transformers logs a warning whenever a model's generation config holds any
         `max_length`. That warning is left out while this model generates for a call that sets `max_new_tokens` and
-        no `max_length` of its own (see `QuietAboutTheConfigsMaxLength`); every other message stays.
+        no `max_length` of its own (see `compat.quiet_about_the_configs_max_length`); every other message stays.
         """
         passed = kwargs.get("generation_config", args[1] if len(args) > 1 else None)
         max_new_tokens = kwargs.get("max_new_tokens", getattr(passed, "max_new_tokens", None))
         max_length = kwargs.get("max_length", getattr(passed, "max_length", None))
         own_max_length = max_length is None or max_length == self.generation_config.max_length
-        token = _only_the_configs_max_length.set(max_new_tokens is not None and own_max_length)
-        try:
+        with quiet_about_the_configs_max_length(max_new_tokens is not None and own_max_length):
             return super().generate(*args, **kwargs)
-        finally:
-            _only_the_configs_max_length.reset(token)
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         """`PreTrainedModel.save_pretrained`, and the folder also serves `pipeline("translation", model=folder,

@@ -376,13 +376,15 @@ def _steps(model, tokenizer, run: AttentionRun, top_k: int) -> dict:
 def _positional_encoding(model, run: AttentionRun) -> dict:
     """The model's own positional encoding for positions 0 .. n-1 (n: the longest sequence of this run, at least
     MIN_POSITIONS_DRAWN, at most the model's positions); computed by the model's positional module."""
+    from .modeling_vanilla_transformer import first_positions
+
     config = model.config
     longest = max(len(run.source_ids), len(run.decoder_input_ids))
     length = min(max(longest, MIN_POSITIONS_DRAWN), config.max_position_embeddings)
     module = positions_module(model)
     like = next(model.parameters())
     with torch.no_grad():
-        values = module(0, length, like).float().cpu()  # (L, D)
+        values = first_positions(module, length, like, config.position_offset).float().cpu()  # (L, D)
     description = f"{config.position_embedding_type} positions"
     if config.position_embedding_type == "sinusoidal":
         description += f", layout {config.sinusoidal_layout}, frequencies {config.sinusoidal_frequencies}"

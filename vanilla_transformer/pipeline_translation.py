@@ -11,7 +11,7 @@ None or a non-string raises an error that says so (v4 translated "" into whateve
 Importing `vanilla_transformer` registers this class for the `"translation"` task. A saved checkpoint carries this
 file and names it in `config.json` (`custom_pipelines`), so that without the package
 `pipeline("translation", model=folder_or_repo, trust_remote_code=True)` works too. It is therefore Hub remote code
-and imports only torch and transformers.
+and imports only torch, transformers and its sibling `compat.py` (saved with it).
 """
 
 import copy
@@ -20,6 +20,9 @@ from typing import Any
 import torch
 from transformers import GenerationConfig, Pipeline
 from transformers.utils import ModelOutput, logging
+
+from .compat import pipeline_merges_generate_kwargs
+
 
 logger = logging.get_logger(__name__)
 
@@ -188,10 +191,8 @@ class TranslationPipeline(Pipeline):
     def _generate_kwargs_for_call(self, generate_kwargs: dict) -> dict:
         """`generate()`'s arguments for one call: the call's parameters, over those given to `pipeline(...)`, over the
         model's generation config, over `_default_generation_config`. Parameters that cannot work raise ValueError."""
-        # Private API, transformers >= 5.20: `Pipeline._prepare_generate_kwargs` does exactly this merge.
-        prepare = getattr(super(), "_prepare_generate_kwargs", None)
-        if prepare is not None:
-            generate_kwargs = prepare(generate_kwargs)
+        if pipeline_merges_generate_kwargs(Pipeline):  # transformers >= 5.20 (see compat)
+            generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
             check_generation_parameters(self.model.generation_config, generate_kwargs)
             return generate_kwargs
         # transformers 5.18 - 5.19: `Pipeline.__init__` merged the other three into (public) `self.generation_config`.

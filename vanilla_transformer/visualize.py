@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .modeling_vanilla_transformer import positional_encoding
+from .modeling_vanilla_transformer import first_positions, positional_encoding
 
 ATTENTION_KINDS = ("cross", "encoder", "decoder")
 _INSTALL_HINT = 'pip install "vanilla-transformer[plot]"'
@@ -274,8 +274,9 @@ def positional_encoding_matrix(
             raise ValueError("learned position embeddings are weights: pass the trained model (model=...) to see them")
         module = positional_encoding(config)
         like = torch.empty(0)
+    offset = (model.config if model is not None else config).position_offset
     with torch.no_grad():
-        return module(0, length, like).float().cpu().numpy()  # (L, D)
+        return first_positions(module, length, like, offset).float().cpu().numpy()  # (L, D)
 
 
 def plot_positions(

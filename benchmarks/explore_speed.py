@@ -1,5 +1,6 @@
-"""How fast the attention explorer answers (issue 18's goals), with the `multi30k` preset's shape (3 + 3 layers, 4 heads,
-d_model 256; random weights: speed does not depend on them) and a tokenizer trained on Multi30k's English and German.
+"""How fast the attention explorer answers (issue 18's goals), with the `multi30k` preset's shape (3 + 3 layers,
+4 heads, d_model 256; random weights: speed does not depend on them) and a tokenizer trained on Multi30k's English
+and German.
 
     python -m benchmarks.explore_speed [--repeats 3] [--write]
 
@@ -153,15 +154,16 @@ def main(argv=None) -> None:
     rows = [
         ("server start message -> usable page", "< 3 s", f"{median['url_to_usable']:.2f} s",
          f"{worst['url_to_usable']:.2f} s"),
-        ("  (command launched -> start message)", "", f"{median['launch_to_url']:.1f} s", f"{worst['launch_to_url']:.1f} s"),
+        ("  (command launched -> start message)", "", f"{median['launch_to_url']:.1f} s",
+         f"{worst['launch_to_url']:.1f} s"),
         (f"translation shown -> all views drawn ({median['cells']:.0f} cells)", "< 1 s",
          f"{median['translation_to_views']:.2f} s", f"{worst['translation_to_views']:.2f} s"),
         ("  (Translate clicked -> translation shown)", "", f"{median['click_to_translation']:.2f} s",
          f"{worst['click_to_translation']:.2f} s"),
         ("static page of the sentence", "< 1 MB", f"{page_bytes / 1e6:.2f} MB", ""),
     ]
-    text = (f"`python -m benchmarks.explore_speed --repeats {args.repeats}`: the multi30k preset's shape (3 + 3 layers, "
-            f"4 heads, d_model 256, random weights), a {TARGET_TOKENS}-token sentence translated into "
+    text = (f"`python -m benchmarks.explore_speed --repeats {args.repeats}`: the multi30k preset's shape "
+            f"(3 + 3 layers, 4 heads, d_model 256, random weights), a {TARGET_TOKENS}-token sentence translated into "
             f"{len(data['target_tokens'])} tokens (greedy), chromium headless. {machine}; {software_versions()}.\n\n"
             "| | goal | median | worst |\n|---|---|---|---|\n"
             + "\n".join(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows) + "\n")

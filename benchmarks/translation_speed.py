@@ -1,6 +1,6 @@
 """End-to-end translation speed (not a test): MarianMTModel's `generate`, ours, and ours exported to CTranslate2.
 
-    python benchmarks/translation_speed.py --model outputs/multi30k            # Multi30k test_2016_flickr from ../shared
+    python benchmarks/translation_speed.py --model outputs/multi30k    # Multi30k test_2016_flickr from ../shared
     python benchmarks/translation_speed.py --model DIR --source test.en --reference test.de --no-write
 
 Every engine translates the same sentences with `vanilla_transformer.translate.translate`, which tokenises, sorts by
@@ -96,14 +96,16 @@ def run(args) -> str:
     shutil.rmtree(exports)
 
     lines = [SECTION, "",
-             f"Measured {date.today().isoformat()} on {machine_description()}; load average {load_before} before and {load_after} "
-             f"after (a shared machine: other jobs ran meanwhile); torch {torch.__version__} and CTranslate2 "
-             f"{ctranslate2.__version__}, {args.threads} threads each; transformers {transformers.__version__}.",
+             f"Measured {date.today().isoformat()} on {machine_description()}; load average {load_before} before "
+             f"and {load_after} after (a shared machine: other jobs ran meanwhile); torch {torch.__version__} "
+             f"and CTranslate2 {ctranslate2.__version__}, {args.threads} threads each; "
+             f"transformers {transformers.__version__}.",
              f"Command: `python benchmarks/translation_speed.py {' '.join(sys.argv[1:])}`", "",
              f"{len(sources):,} sentences of {Path(args.source).name} -> {Path(args.reference).name}, end to end "
              f"(tokenise, decode, detokenise) with `translate()`, batches of {args.batch_size} sorted by length; "
-             f"checkpoint {Path(args.model).name} ({model.num_parameters():,} parameters, d_model {model.config.d_model},"
-             f" {model.config.encoder_layers}+{model.config.decoder_layers} layers). One run after a warm-up batch; "
+             f"checkpoint {Path(args.model).name} ({model.num_parameters():,} parameters, "
+             f"d_model {model.config.d_model}, {model.config.encoder_layers}+{model.config.decoder_layers} layers). "
+             "One run after a warm-up batch; "
              "sacreBLEU 13a against the references; ratio = sentences/s over MarianMTModel's; identical = outputs "
              "equal to ours (generate).", ""]
     if not bf16:

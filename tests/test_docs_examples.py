@@ -45,6 +45,7 @@ import sys
 import textwrap
 
 import pytest
+
 from helpers import REPO_ROOT
 
 DOC_FILES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]

@@ -17,8 +17,8 @@ import time
 import numpy as np
 import pytest
 import torch
-from helpers import REPO_ROOT, run_main, tiny_config
 
+from helpers import REPO_ROOT, run_main, tiny_config
 from training.tokenizer import train_tokenizer
 from vanilla_transformer import (
     VanillaTransformerForCausalLM,

@@ -24,7 +24,6 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
 from helpers import HIDE_PACKAGE, run_main, tiny_model
 from translation_fixtures import GERMAN, tiny_tokenizer
-
 from vanilla_transformer.cli import main as cli_main
 from vanilla_transformer.convert import convert
 from vanilla_transformer.export import ExportError

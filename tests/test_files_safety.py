@@ -20,9 +20,9 @@ import sys
 
 import pytest
 import torch
-from helpers import run_main
 from safetensors.torch import load_file
 
+from helpers import run_main
 from training.average_checkpoints import main as average_main
 from training.data import DataError, read_parallel_files
 from training.train import checkpoint_problem
@@ -458,7 +458,6 @@ def test_averaging_checkpoints_of_different_runs_is_refused(two_checkpoints, tmp
 
 def test_averaging_a_decoder_only_folder_is_one_line(two_checkpoints, tmp_path, capsys):
     from helpers import tiny_config
-
     from vanilla_transformer import VanillaTransformerForCausalLM
 
     lm = tmp_path / "lm"
@@ -503,9 +502,9 @@ def _word_tokenizer():
 
 @pytest.mark.parametrize("task", ["text-generation", "text-classification"])
 def test_text_pipelines_refuse_an_empty_text_with_one_clear_error(task):
-    from helpers import tiny_config
     from transformers import pipeline
 
+    from helpers import tiny_config
     from vanilla_transformer import (
         VanillaTransformerForCausalLM,
         VanillaTransformerForSequenceClassification,
@@ -524,9 +523,9 @@ def test_text_pipelines_refuse_an_empty_text_with_one_clear_error(task):
 
 
 def test_fill_mask_refuses_a_target_outside_the_vocabulary():
-    from helpers import tiny_config
     from transformers import pipeline
 
+    from helpers import tiny_config
     from vanilla_transformer import VanillaTransformerForMaskedLM
 
     tokenizer = _word_tokenizer()

@@ -14,10 +14,8 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from helpers import HIDE_PACKAGE, REPO_ROOT
-
 import vanilla_transformer
-
+from helpers import HIDE_PACKAGE, REPO_ROOT
 
 FIXTURE = REPO_ROOT / "tests" / "fixtures" / "saved_before_issue21"
 EXPECTED = json.loads((FIXTURE / "expected.json").read_text())

@@ -17,7 +17,6 @@ import re
 
 import transformers
 
-
 # ----------------------------------------------------------------------------------------------------------------
 # The supported range. CI runs the oldest and the newest; pyproject.toml declares the same range. Older 5.x releases
 # lack what we rely on: the dataclass `PreTrainedConfig` the configuration's fields are written for (5.4),
@@ -42,7 +41,6 @@ check_transformers_version()
 
 from transformers.masking_utils import create_causal_mask  # noqa: E402  (after the version check)
 from transformers.modeling_outputs import Seq2SeqLMOutput  # noqa: E402
-
 
 # ----------------------------------------------------------------------------------------------------------------
 # The cache's name. transformers 5.24 renamed the cache argument of models and mask functions, and the cache field of

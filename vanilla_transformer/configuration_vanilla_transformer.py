@@ -3,6 +3,7 @@
 This file is copied next to the weights by `save_pretrained` (Hub remote code), so it imports only
 `transformers`, its dependency `huggingface_hub`, the standard library and its sibling `compat.py` (copied with it).
 """
+# ruff: noqa: I001  (the version check is imported before transformers on purpose)
 
 import difflib
 

@@ -1,7 +1,7 @@
 """Export a checkpoint to a plain `MarianMTModel` folder: no remote code, loads in transformers 4.x and 5.x alike.
 
     vanilla-transformer export marian outputs/multi30k multi30k-marian
-    python -c "from transformers import pipeline; print(pipeline('translation', model='multi30k-marian')('Hallo!'))"  # 4.x
+    python -c "from transformers import pipeline; print(pipeline('translation', model='multi30k-marian')('Hi!'))"  # 4.x
 
 transformers' `MarianMTModel` is the Transformer of the paper with the options OPUS-MT trained with, and each of them is
 an option of `VanillaTransformerConfig` (`convert.py` maps them the other way). Two differences remain:
@@ -37,7 +37,6 @@ from pathlib import Path
 import torch
 
 from .export import SINUSOID_TABLE_ROWS, ExportError, _load_checkpoint, _load_tokenizer
-
 
 MARIAN_LAYER_NORM_EPS = 1e-5  # MarianEncoderLayer / MarianDecoderLayer use nn.LayerNorm's default
 
@@ -211,7 +210,8 @@ TOKENIZER_CONFIG_DROP = ("auto_map", "backend", "tokenizer_class")
 def save_portable_tokenizer(tokenizer, folder: Path) -> None:
     """The tokenizer's files, loadable by AutoTokenizer of transformers 4.x and 5.x: a fast tokenizer as tokenizer.json
     with a tokenizer_config.json naming `PreTrainedTokenizerFast` (5.x writes `TokenizersBackend`, a class 4.x does not
-    have); a tokenizer class of transformers itself (`MarianTokenizer` of a converted OPUS-MT checkpoint) as it saves."""
+    have); a tokenizer class of transformers itself (`MarianTokenizer` of a converted OPUS-MT checkpoint) as it
+    saves."""
     tokenizer.save_pretrained(folder)
     for leftover in folder.glob("*.py"):  # a tokenizer saved with remote code
         leftover.unlink()
@@ -322,16 +322,16 @@ def marian_model_card(model, checkpoint: Path | None, model_id: str):
     layers = (f"d_model {config.d_model}, {config.encoder_layers} + {config.decoder_layers} layers, "
               f"{config.encoder_attention_heads} heads, d_ff {config.encoder_ffn_dim}, {config.activation_function}, "
               f"{model.num_parameters():,} parameters")
+    ctranslate2_note = (
+        f"CTranslate2: `ct2-transformers-converter --model {model_id} --output_dir ct2-model`."
+        if fits_ctranslate2_marian_loader(model) else
+        "CTranslate2: CTranslate2's own `ct2-transformers-converter` assumes OPUS-MT's layout (`<pad>` last and the "
+        "decoder start, with a zero embedding), which this model does not have; `vanilla-transformer export "
+        "ctranslate2` exports the original checkpoint.")
     text = CARD_TEMPLATE.format(card_data=data.to_yaml(), name=model_id, origin=origin, layers=layers,
                                 num_beams=generation.num_beams, length_penalty=generation.length_penalty,
                                 max_length=generation.max_length, model_id=model_id, example="Hello world!",
-                                ctranslate2_note=(
-                                    f"CTranslate2: `ct2-transformers-converter --model {model_id} --output_dir ct2-model`."
-                                    if fits_ctranslate2_marian_loader(model) else
-                                    "CTranslate2: CTranslate2's own `ct2-transformers-converter` assumes OPUS-MT's "
-                                    "layout (`<pad>` last and the decoder start, with a zero embedding), which this "
-                                    "model does not have; `vanilla-transformer export ctranslate2` exports the original "
-                                    "checkpoint."),
+                                ctranslate2_note=ctranslate2_note,
                                 vocabulary_note="" if config.target_vocab_size == config.vocab_size else
                                 "\n\n" + TRANSFORMERS_4_VOCABULARY_NOTE.format(config=config))
     return ModelCard(text)

@@ -23,8 +23,8 @@ from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.loss.loss_utils import fixed_cross_entropy
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.loss.loss_utils import fixed_cross_entropy
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (

@@ -23,7 +23,6 @@ from transformers.utils import ModelOutput, logging
 
 from .compat import pipeline_merges_generate_kwargs
 
-
 logger = logging.get_logger(__name__)
 
 # A tokenizer without a real length limit reports this (transformers' VERY_LARGE_INTEGER is 1e30).

@@ -22,7 +22,6 @@ from .modeling_vanilla_transformer import (
 from .pipeline_checks import register_pipeline_input_checks
 from .pipeline_translation import TranslationPipeline
 
-
 # Each model class and the Auto class that builds it from a VanillaTransformerConfig: the encoder-decoder (the paper's
 # model), the decoder-only language model and the two encoder-only models.
 AUTO_CLASSES = (

@@ -39,8 +39,8 @@ def default_precision(use_cpu: bool = False) -> tuple[dict, str]:
         return {"fp16": True}, "GPU without bf16: fp16 mixed precision"
     flags = cpu_flags()
     found = [flag for flag in BF16_MATMUL_FLAGS if flag in flags]
-    if found:
-        return {"bf16": True}, f"CPU with {', '.join(found)}: bf16 autocast"
+    if found:  # the Trainer runs bf16 autocast on the CPU only with use_cpu
+        return {"bf16": True, "use_cpu": True}, f"CPU with {', '.join(found)}: bf16 autocast"
     listed = "no CPU flags readable" if not flags else f"CPU without {' or '.join(BF16_MATMUL_FLAGS)}"
     return {"bf16": False}, f"{listed}: fp32"
 

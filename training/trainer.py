@@ -59,6 +59,12 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         metadata={"help": "Average the weights of the last N checkpoints into the final model (section 6.1: 5 for "
                           "base, 20 for big). 0 or 1: keep the final weights."},
     )
+    budget_checkpoints: int | None = field(
+        default=None,
+        metadata={"help": "With --max_train_minutes: how many checkpoints the plan saves over the last --averaging_span "
+                          "(to average them later, e.g. with training.average_checkpoints). Default: "
+                          "--average_last_n_checkpoints."},
+    )
     averaging_span: float = field(
         default=0.2,
         metadata={"help": "With --max_train_minutes: the averaged checkpoints are spread over this last fraction of "
@@ -80,6 +86,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             raise ValueError(f"--learning_rate must be positive, got {self.learning_rate}.")
         if self.budget_calibration_steps < 1:
             raise ValueError(f"--budget_calibration_steps must be >= 1, got {self.budget_calibration_steps}.")
+        if self.budget_checkpoints is not None and self.budget_checkpoints < 1:
+            raise ValueError(f"--budget_checkpoints must be >= 1, got {self.budget_checkpoints}.")
         if not 0 < self.averaging_span <= 1:
             raise ValueError(f"--averaging_span must be in (0, 1], got {self.averaging_span}.")
         if self.average_last_n_checkpoints < 0:
@@ -175,7 +183,7 @@ class TranslationTrainer(Seq2SeqTrainer):
             provisional_warmup=10 * (3 + args.budget_calibration_steps))
         self.time_budget = TimeBudget(
             args.max_train_minutes, self.budget_schedule, warmup=args.warmup_steps,
-            average_last=args.average_last_n_checkpoints, averaging_span=args.averaging_span,
+            average_last=args.budget_checkpoints or args.average_last_n_checkpoints, averaging_span=args.averaging_span,
             calibration_steps=args.budget_calibration_steps,
             log=lambda line: print(line, flush=True))
         self.add_callback(self.time_budget)

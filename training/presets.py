@@ -86,8 +86,8 @@ PRESETS: dict[str, Preset] = {
         model=dict(d_model=128, encoder_layers=4, decoder_layers=4, encoder_attention_heads=4,
                    decoder_attention_heads=4, encoder_ffn_dim=256, decoder_ffn_dim=256, dropout=0.3),
         data=dict(vocab_size=8000, max_source_length=128, max_target_length=128, literature_bleu=True),
-        training=dict(max_tokens=4096, max_steps=8000, learning_rate=0.005, lr_scheduler_type="linear",
-                      warmup_steps=0.1, average_last_n_checkpoints=10, averaging_span=0.2, logging_steps=100,
+        training=dict(max_tokens=4096, max_steps=8000, learning_rate=0.003, lr_scheduler_type="linear",
+                      warmup_steps=0.2, average_last_n_checkpoints=10, averaging_span=0.2, logging_steps=100,
                       save_steps=160, save_total_limit=10, eval_strategy="no", per_device_eval_batch_size=128),
     ),
     # Table 3 of the paper, WMT14 en-de: 8 GPUs x ~3125 tokens = ~25k source + 25k target tokens per step. With

@@ -75,11 +75,13 @@ PRESETS: dict[str, Preset] = {
     ),
     # Transformer-Tiny of Wu et al. (2021), the literature's text-only Transformer on Multi30k (41.02 BLEU on
     # test2016 in their metric): 4+4 layers, d_model 128, d_ff 256, 4 heads, dropout 0.3, shared embeddings,
-    # 4,096-token batches, peak learning rate 0.005, average of the last 10 checkpoints. Small data wants a small,
+    # 4,096-token batches, peak learning rate 0.005 after 2,000 steps, average of the last 10 checkpoints. Small
+    # data wants a small,
     # strongly regularised model (Araabi & Monz 2020; Sennrich & Zhang 2019). Their ~8,000 updates do not fit in a
     # CPU budget of minutes, so the schedule decays linearly to zero at the end of the run (with
-    # --max_train_minutes: at the end of the steps that fit, see training/budget.py), after a warmup of a tenth of
-    # it, and the 10 averaged checkpoints lie in its last fifth. Measurements: docs/train.md.
+    # --max_train_minutes: at the end of the steps that fit, see training/budget.py), after a warmup of a fifth of
+    # it to 0.003 (a 30-50-step warmup to 0.002 or 0.005 stalled at loss ~6.6 for 400 steps on this machine), and
+    # the 10 averaged checkpoints lie in its last fifth. Measurements: docs/train.md.
     "tiny": Preset(
         description="Transformer-Tiny (Wu et al. 2021) for small data such as Multi30k (~30k sentence pairs); made for "
                     "a time budget (--max_train_minutes).",

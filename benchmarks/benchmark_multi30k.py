@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     saved = sum(bool(CHECKPOINT_PATTERN.match(name)) for name in os.listdir(args.output_dir))
     checkpoints = last_checkpoints(args.output_dir, min(average_last, saved))
     averaged_dir = os.path.join(args.output_dir, "averaged")
-    average_checkpoints(checkpoints, averaged_dir)
+    average_checkpoints(checkpoints, averaged_dir, overwrite=True)  # this script made it on an earlier run
     sources, references = read_lines(files["test_source"]), read_lines(files["test_target"])
     tokenized_path = os.path.join(args.data_dir, "test_2016_flickr.lc.norm.tok.de")
     if os.path.isfile(tokenized_path):
@@ -138,7 +138,7 @@ Command ({datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}; {software_
 ```bash
 {command}
 ```
-"""
+"""  # noqa: E501  (a Markdown table row)
     write_section(SECTION, text, args.results)
     print(text)
 

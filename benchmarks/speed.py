@@ -140,7 +140,8 @@ def training_speed(size, dtype, args) -> dict:
     steps = {"ours": make_train_step(ours, batch, dtype, args.device),
              "marian": make_train_step(marian, batch, dtype, args.device)}
     times = alternate(steps, args.repeats, args.train_calls, args.device)
-    flops = {name: training_flops(model, batch, dtype, args.device) for name, model in (("ours", ours), ("marian", marian))}
+    flops = {name: training_flops(model, batch, dtype, args.device)
+             for name, model in (("ours", ours), ("marian", marian))}
     return {"tokens": tokens, "seconds": times, "flops": flops}
 
 
@@ -285,7 +286,8 @@ def run(args) -> str:
     dtypes = list(args.dtypes)
     if "bf16" in dtypes and peaks["bf16"] < peaks["fp32"] and not args.force_bf16:
         dtypes.remove("bf16")
-        lines.append(f"bf16 training is not measured: this machine multiplies bf16 matrices {peaks['fp32'] / peaks['bf16']:,.0f}x "
+        lines.append("bf16 training is not measured: this machine multiplies bf16 matrices "
+                     f"{peaks['fp32'] / peaks['bf16']:,.0f}x "
                      "slower than fp32 (no bf16 matrix instructions, so torch falls back to a scalar kernel); "
                      "`--force-bf16` measures it anyway.")
     lines.append("")

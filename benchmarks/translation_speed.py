@@ -1,15 +1,15 @@
 """End-to-end translation speed (not a test): MarianMTModel's `generate`, ours, and ours exported to CTranslate2.
 
-    python benchmarks/translation_speed.py --model outputs/multi30k            # Multi30k test_2016_flickr from ../shared
+    python benchmarks/translation_speed.py --model outputs/multi30k    # Multi30k test_2016_flickr from ../shared
     python benchmarks/translation_speed.py --model DIR --source test.en --reference test.de --no-write
 
 Every engine translates the same sentences with `vanilla_transformer.translate.translate`, which tokenises, sorts by
 length, decodes in batches of `--batch-size` and detokenises: sentences/s is end to end. The engines:
 
-- `MarianMTModel.generate`: transformers' own model with the checkpoint's weights. Our sinusoids are interleaved
-  (sin, cos, sin, ...) where Marian's are concatenated (all sines, then all cosines); the two differ by a fixed
-  permutation of the d_model coordinates, so the weights are converted by permuting every d_model axis, and the
-  script checks that Marian and ours generate the same tokens before timing anything.
+- `MarianMTModel.generate`: transformers' own model with the checkpoint's weights, as `export marian` makes it
+  (`vanilla_transformer.export_marian.marian_model`: our interleaved sinusoids are Marian's concatenated ones up to a
+  fixed permutation of the d_model coordinates, applied to every weight); the script checks that Marian and ours
+  generate the same tokens before timing anything.
 - ours (`generate`), the same checkpoint;
 - CTranslate2, the checkpoint exported with `vanilla_transformer.export.to_ctranslate2` in float32 and int8, and
   bf16 compute where this CPU supports it.
@@ -33,63 +33,14 @@ if str(ROOT) not in sys.path:  # run from a checkout, installed or not
     sys.path.insert(0, str(ROOT))
 
 import transformers  # noqa: E402
-from transformers import MarianConfig, MarianMTModel  # noqa: E402
 
 from benchmarks.report import RESULTS, machine_description, write_section  # noqa: E402
-from vanilla_transformer.export import CTranslate2Translator, to_ctranslate2  # noqa: E402
+from vanilla_transformer.export import CTranslate2Translator, ExportError, to_ctranslate2  # noqa: E402
+from vanilla_transformer.export_marian import marian_model  # noqa: E402
 from vanilla_transformer.translate import load_model_and_tokenizer, translate  # noqa: E402
 
 SECTION = "## Fast translation: CTranslate2 vs generate"
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The MarianMTModel twin of a checkpoint
-
-
-def marian_twin(model) -> MarianMTModel:
-    """A `MarianMTModel` computing what `model` computes: same weights, with the d_model axis permuted from our
-    interleaved sinusoid layout to Marian's concatenated one when needed."""
-    config = model.config
-    unsupported = {name: getattr(config, name) for name, marian in (
-        ("normalize_before", False), ("position_embedding_type", "sinusoidal"), ("sinusoidal_frequencies", "paper"),
-        ("position_offset", 0), ("skip_padding_positions", False)) if getattr(config, name) != marian}
-    if unsupported:
-        raise SystemExit(f"MarianMTModel cannot express {unsupported}; benchmark a checkpoint without these options.")
-    marian_config = MarianConfig(
-        vocab_size=config.vocab_size, decoder_vocab_size=config.target_vocab_size, d_model=config.d_model,
-        encoder_layers=config.encoder_layers, decoder_layers=config.decoder_layers,
-        encoder_attention_heads=config.encoder_attention_heads, decoder_attention_heads=config.decoder_attention_heads,
-        encoder_ffn_dim=config.encoder_ffn_dim, decoder_ffn_dim=config.decoder_ffn_dim,
-        activation_function=config.activation_function, max_position_embeddings=config.max_position_embeddings,
-        scale_embedding=config.scale_embedding, share_encoder_decoder_embeddings=config.share_encoder_decoder_embeddings,
-        tie_word_embeddings=config.tie_word_embeddings, pad_token_id=config.pad_token_id,
-        eos_token_id=config.eos_token_id, decoder_start_token_id=config.decoder_start_token_id,
-        forced_eos_token_id=config.forced_eos_token_id, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
-    marian = MarianMTModel(marian_config).eval()
-
-    d = config.d_model
-    if config.sinusoidal_layout == "interleaved":  # Marian's coordinate j is our coordinate order[j]
-        order = torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])
-    else:
-        order = torch.arange(d)
-    reads = ("shared.weight", "embed_tokens.weight", "lm_head.weight", "q_proj.weight", "k_proj.weight",
-             "v_proj.weight", "fc1.weight")  # matrices whose columns are d_model coordinates
-    writes = ("out_proj.weight", "out_proj.bias", "fc2.weight", "fc2.bias", "layer_norm.weight", "layer_norm.bias")
-    state = {}
-    for name, tensor in model.state_dict().items():
-        if name.endswith(reads):
-            tensor = tensor[:, order]
-        elif name.endswith(writes):  # rows (or entries) are d_model coordinates
-            tensor = tensor[order]
-        state[name] = tensor
-    if model.final_logits_bias is None:
-        state["final_logits_bias"] = torch.zeros_like(marian.final_logits_bias)
-    missing, unexpected = marian.load_state_dict(state, strict=False)
-    if unexpected or any("embed_positions" not in name for name in missing):
-        raise SystemExit(f"Marian twin: weights not matched: missing {missing[:4]}, unexpected {unexpected[:4]}")
-    marian.generation_config = model.generation_config
-    return marian
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -111,7 +62,11 @@ def run(args) -> str:
     sources = Path(args.source).read_text(encoding="utf-8").splitlines()[: args.limit]
     references = Path(args.reference).read_text(encoding="utf-8").splitlines()[: args.limit]
     model, tokenizer = load_model_and_tokenizer(args.model, "cpu")
-    engines = {"MarianMTModel generate": marian_twin(model), "ours (generate)": model}
+    try:
+        twin = marian_model(model)
+    except ExportError as error:
+        raise SystemExit(f"No MarianMTModel twin: {error}") from None
+    engines = {"MarianMTModel generate": twin, "ours (generate)": model}
 
     exports = Path(tempfile.mkdtemp(prefix="ct2-benchmark-"))
     supported = ctranslate2.get_supported_compute_types("cpu")
@@ -141,14 +96,16 @@ def run(args) -> str:
     shutil.rmtree(exports)
 
     lines = [SECTION, "",
-             f"Measured {date.today().isoformat()} on {machine_description()}; load average {load_before} before and {load_after} "
-             f"after (a shared machine: other jobs ran meanwhile); torch {torch.__version__} and CTranslate2 "
-             f"{ctranslate2.__version__}, {args.threads} threads each; transformers {transformers.__version__}.",
+             f"Measured {date.today().isoformat()} on {machine_description()}; load average {load_before} before "
+             f"and {load_after} after (a shared machine: other jobs ran meanwhile); torch {torch.__version__} "
+             f"and CTranslate2 {ctranslate2.__version__}, {args.threads} threads each; "
+             f"transformers {transformers.__version__}.",
              f"Command: `python benchmarks/translation_speed.py {' '.join(sys.argv[1:])}`", "",
              f"{len(sources):,} sentences of {Path(args.source).name} -> {Path(args.reference).name}, end to end "
              f"(tokenise, decode, detokenise) with `translate()`, batches of {args.batch_size} sorted by length; "
-             f"checkpoint {Path(args.model).name} ({model.num_parameters():,} parameters, d_model {model.config.d_model},"
-             f" {model.config.encoder_layers}+{model.config.decoder_layers} layers). One run after a warm-up batch; "
+             f"checkpoint {Path(args.model).name} ({model.num_parameters():,} parameters, "
+             f"d_model {model.config.d_model}, {model.config.encoder_layers}+{model.config.decoder_layers} layers). "
+             "One run after a warm-up batch; "
              "sacreBLEU 13a against the references; ratio = sentences/s over MarianMTModel's; identical = outputs "
              "equal to ours (generate).", ""]
     if not bf16:

@@ -6,12 +6,10 @@ import pytest
 import torch
 from transformers import pipeline
 
-from translation_fixtures import ENGLISH, GERMAN, tiny_tokenizer, tiny_translator
-
 from training.data import read_parallel_files
 from training.tokenizer import train_tokenizer
+from translation_fixtures import ENGLISH, GERMAN, tiny_tokenizer, tiny_translator
 from vanilla_transformer.translate import translate
-
 
 BOM = "\ufeff"
 

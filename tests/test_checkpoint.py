@@ -13,7 +13,6 @@ from safetensors.torch import load_file, save_file
 
 from helpers import REPO_ROOT, run_main
 from translation_fixtures import tiny_tokenizer, tiny_translator
-
 from vanilla_transformer.checkpoint import CheckpointError, check_checkpoint
 
 

@@ -17,7 +17,6 @@ from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.cli import main
 from vanilla_transformer.translate import load_model_and_tokenizer
 
-
 num2words = pytest.importorskip("num2words").num2words
 
 SENTENCES = [

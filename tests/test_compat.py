@@ -20,9 +20,7 @@ from transformers import pipeline
 
 from helpers import HIDE_PACKAGE, REPO_ROOT
 from translation_fixtures import GERMAN, tiny_tokenizer, tiny_translator
-
 from vanilla_transformer.configuration_vanilla_transformer import SUPPORTED_TRANSFORMERS, check_transformers_version
-
 
 # Run with `python -I` from an empty folder: neither the repository nor PYTHONPATH is on sys.path, and our packages are
 # refused in case they are installed in that environment (`pip install -e .` in CI). argv: folder, resave folder

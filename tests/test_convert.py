@@ -423,7 +423,7 @@ def test_cli_reports_a_bad_source_without_a_traceback(tmp_path, capsys):
     build_source("marian", 0, tmp_path / "source")
     with pytest.raises(SystemExit) as exit_info:
         cli_main(["convert", "fsmt", str(tmp_path / "source"), str(tmp_path / "out")])
-    assert exit_info.value.code == 2  # argparse's usage error, printed as one message
+    assert exit_info.value.code == 1  # a runtime error (issue 21: usage errors exit 2, every other error 1), one line
     error = capsys.readouterr().err
     assert "Traceback" not in error
     assert "holds a 'marian' checkpoint, but `convert fsmt` takes FSMT (fairseq)" in error
@@ -455,9 +455,9 @@ def test_skip_padding_positions_makes_left_padding_invisible(position_embedding_
 
 
 def test_skip_padding_positions_needs_a_pad_token():
-    from vanilla_transformer import VanillaTransformerConfig
-
     from huggingface_hub.errors import StrictDataclassClassValidationError
+
+    from vanilla_transformer import VanillaTransformerConfig
 
     with pytest.raises(StrictDataclassClassValidationError, match="skip_padding_positions=True needs a pad_token_id"):
         VanillaTransformerConfig(skip_padding_positions=True, pad_token_id=None)

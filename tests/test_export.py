@@ -11,10 +11,10 @@ import warnings
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+from test_convert import ENGLISH as CONVERT_ENGLISH
+from test_convert import build_source, write_fsmt_tokenizer, write_marian_tokenizer
 
 from helpers import tiny_model
-from test_convert import build_source, write_fsmt_tokenizer, write_marian_tokenizer
-from test_convert import ENGLISH as CONVERT_ENGLISH
 from translation_fixtures import tiny_tokenizer
 
 ctranslate2 = pytest.importorskip("ctranslate2")

@@ -9,15 +9,13 @@ import sys
 import textwrap
 
 import pytest
-
 import transformers.utils.hub as transformers_hub
 from huggingface_hub import ModelCard, ModelCardData
 from transformers import pipeline
+
 from helpers import HIDE_PACKAGE
 from translation_fixtures import GERMAN, tiny_tokenizer, tiny_translator
-
 from vanilla_transformer import save_for_hub
-
 
 SOURCE_FILES = {"configuration_vanilla_transformer.py", "modeling_vanilla_transformer.py", "pipeline_translation.py"}
 

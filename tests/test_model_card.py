@@ -1,10 +1,9 @@
 """Model cards: Hub metadata built with huggingface_hub's card tools, read back by huggingface_hub.ModelCard."""
 
 import pytest
-
 from huggingface_hub import ModelCard
-from translation_fixtures import tiny_translator
 
+from translation_fixtures import tiny_translator
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration, render_model_card
 
 

@@ -15,14 +15,13 @@ from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDa
 from torch import nn
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, GenerationConfig
 
+from helpers import copy_attention, copy_encoder_layer, paper_positional_encoding, random_batch, tiny_config, tiny_model
 from vanilla_transformer import (
     VanillaTransformerConfig,
     VanillaTransformerForConditionalGeneration,
     VanillaTransformerModel,
     sinusoidal_position_encoding,
 )
-
-from helpers import copy_attention, copy_encoder_layer, paper_positional_encoding, random_batch, tiny_config, tiny_model
 
 ATOL = 1e-5
 
@@ -571,6 +570,29 @@ def test_token_id_outside_vocabulary_raises_value_error_naming_it():
         model(input_ids=input_ids.clamp(max=52), labels=torch.tensor([[4, 99, -100]] * 3))
     with pytest.raises(ValueError, match=r"token id 1000"):
         model.generate(input_ids=torch.tensor([[4, 1000, 2]]), max_new_tokens=3)
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_token_ids_are_looked_at_where_a_sequence_starts_not_at_each_generated_token(monkeypatch, num_beams):
+    """Looking at ids is a device sync on an accelerator: generate looks at the user's source and the decoder's first
+    input, not at the tokens the model predicted itself (the shapes are still checked at every step)."""
+    import vanilla_transformer.modeling_vanilla_transformer as modeling
+
+    looked = []
+    check = modeling.check_token_ids
+
+    def recording_check(ids, vocab_size, name, values=True):
+        looked.append((name, values))
+        return check(ids, vocab_size, name, values)
+
+    monkeypatch.setattr(modeling, "check_token_ids", recording_check)
+    model = tiny_model(2)
+    input_ids, attention_mask = random_batch(2)
+    with torch.no_grad():
+        generated = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=5,
+                                   min_new_tokens=5, num_beams=num_beams)
+    assert generated.shape[1] == 6
+    assert looked == [("input_ids", True), ("decoder_input_ids", True)] + [("decoder_input_ids", False)] * 4
 
 
 def test_attention_mask_of_the_wrong_shape_raises_a_clear_error():

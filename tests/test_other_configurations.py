@@ -16,6 +16,7 @@ from transformers import (
     AutoModelForSequenceClassification,
 )
 
+from helpers import copy_encoder_layer, paper_positional_encoding, random_batch, tiny_config
 from vanilla_transformer import (
     VanillaTransformerConfig,
     VanillaTransformerForCausalLM,
@@ -23,8 +24,6 @@ from vanilla_transformer import (
     VanillaTransformerForMaskedLM,
     VanillaTransformerForSequenceClassification,
 )
-
-from helpers import copy_encoder_layer, paper_positional_encoding, random_batch, tiny_config
 
 ATOL = 1e-5
 

@@ -5,6 +5,7 @@ base, merges, and generates."""
 import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
+
 from translation_fixtures import ENGLISH, GERMAN, tiny_tokenizer, tiny_translator
 
 peft = pytest.importorskip("peft")

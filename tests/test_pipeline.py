@@ -4,12 +4,11 @@ import json
 
 import pytest
 import torch
-
-import vanilla_transformer
 from transformers import AutoConfig, GenerationConfig, GPT2Config, GPT2LMHeadModel, pipeline
 from transformers.testing_utils import CaptureLogger
-from translation_fixtures import GERMAN, tiny_tokenizer, tiny_translator
 
+import vanilla_transformer
+from translation_fixtures import GERMAN, tiny_tokenizer, tiny_translator
 from vanilla_transformer import pipeline_translation
 from vanilla_transformer.pipeline_translation import TranslationPipeline
 

@@ -7,12 +7,10 @@ import sys
 import unicodedata
 
 import pytest
-
-from helpers import REPO_ROOT, SHARED_DATA
 from transformers import AutoTokenizer, TokenizersBackend
 
+from helpers import REPO_ROOT, SHARED_DATA
 from training.tokenizer import main, train_tokenizer
-
 
 # Real sentences: Multi30k validation/test captions (German, French, English), with umlauts, ß, accents, apostrophes,
 # hyphens, digits and the French spacing before "?" and "!".

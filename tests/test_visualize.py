@@ -18,7 +18,6 @@ from training.tokenizer import train_tokenizer
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.cli import main
 
-
 pytest.importorskip("matplotlib")
 num2words = pytest.importorskip("num2words").num2words
 
@@ -32,7 +31,6 @@ from vanilla_transformer.visualize import (  # noqa: E402
     plot_training,
     positional_encoding_matrix,
 )
-
 
 SOURCE, TARGET = "three hundred and forty-two", "dreihundertzweiundvierzig"
 

@@ -3,9 +3,7 @@
 import functools
 
 from helpers import tiny_model
-
 from training.tokenizer import train_tokenizer
-
 
 # Multi30k-style captions (German with their English translations).
 GERMAN = [

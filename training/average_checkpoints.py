@@ -4,6 +4,10 @@ last N checkpoints (N = 5 for the base model, 20 for the big one), which smooths
     python -m training.average_checkpoints --checkpoint_dir outputs/multi30k --last 5 --output_dir outputs/avg
     python -m training.average_checkpoints --checkpoints ckpt-a ckpt-b ckpt-c --output_dir outputs/avg
 
+The checkpoints must be of one run (same config and tokenizer files). The output folder is written whole or not at
+all (staging folder + rename); an existing one is replaced only with --overwrite, and never when it is, contains or
+lies inside one of the checkpoints.
+
 The output folder is a normal checkpoint (config, weights, generation config, tokenizer) that `from_pretrained`,
 `pipeline("translation")` and `push_to_hub` take like any other.
 """
@@ -14,6 +18,7 @@ import re
 import sys
 
 from vanilla_transformer.checkpoint import check_checkpoint
+from vanilla_transformer.files import check_output_folder
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 
@@ -67,19 +72,85 @@ def average_state_dicts(checkpoints: list[str]) -> dict:
                 for name, t in total.items()}
 
 
-def average_checkpoints(checkpoints: list[str], output_dir: str | None = None):
+def average_checkpoints(checkpoints: list[str], output_dir: str | None = None, overwrite: bool = False):
     """Load the last of `checkpoints`, give it the averaged weights, and (if `output_dir`) save it there with the
-    tokenizer of that checkpoint. Returns the averaged model."""
+    tokenizer of that checkpoint: written to a staging folder and renamed into place when whole (`output_dir` may
+    not be, contain or lie inside a checkpoint; an existing non-empty folder only with `overwrite`). Returns the
+    averaged model."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+    from vanilla_transformer.files import check_output_folder, staged_folder
+
+    if output_dir is not None:  # before the work
+        check_output_folder(output_dir, overwrite=overwrite, inputs=checkpoints)
     averaged = average_state_dicts(checkpoints)
     model = AutoModelForSeq2SeqLM.from_pretrained(checkpoints[-1])
     model.load_state_dict(averaged)
     if output_dir is not None:
-        model.save_pretrained(output_dir)
-        if os.path.isfile(os.path.join(checkpoints[-1], "tokenizer_config.json")):
-            AutoTokenizer.from_pretrained(checkpoints[-1]).save_pretrained(output_dir)
+        with staged_folder(output_dir, overwrite=overwrite, inputs=checkpoints) as folder:
+            model.save_pretrained(folder)
+            if os.path.isfile(os.path.join(checkpoints[-1], "tokenizer_config.json")):
+                AutoTokenizer.from_pretrained(checkpoints[-1]).save_pretrained(folder)
     return model
+
+
+# config.json keys that differ between checkpoints of one run without changing what the weights mean
+BOOKKEEPING_KEYS = {"transformers_version", "_name_or_path", "torch_dtype", "dtype", "auto_map", "architectures"}
+SEQ2SEQ_CLASS = "VanillaTransformerForConditionalGeneration"
+
+
+def _config(path: str) -> dict:
+    import json
+
+    with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def check_kind(checkpoint: str) -> None:
+    """Raise ValueError (one line) unless `checkpoint` holds the encoder-decoder translation model."""
+    architectures = _config(checkpoint).get("architectures") or [SEQ2SEQ_CLASS]
+    if SEQ2SEQ_CLASS not in architectures:
+        kind = {"VanillaTransformerForCausalLM": "a decoder-only language model",
+                "VanillaTransformerForMaskedLM": "an encoder-only masked language model",
+                "VanillaTransformerForSequenceClassification": "an encoder-only classifier",
+                "VanillaTransformerModel": "the bare encoder-decoder without its language-model head"}.get(
+                    architectures[0], architectures[0])
+        raise ValueError(f"{checkpoint} holds {kind} ({architectures[0]}); averaging needs checkpoints of the "
+                         f"translation model ({SEQ2SEQ_CLASS}).")
+
+
+def _tokenizer_files(path: str) -> dict[str, bytes]:
+    names = ("tokenizer.json", "vocab.json", "merges.txt", "source.spm", "target.spm", "vocab.txt",
+             "special_tokens_map.json")
+    found = {}
+    for name in names:
+        file = os.path.join(path, name)
+        if os.path.isfile(file):
+            with open(file, "rb") as f:
+                found[name] = f.read()
+    return found
+
+
+def check_same_run(checkpoints: list[str]) -> None:
+    """Raise ValueError (one line) unless every checkpoint has the config and tokenizer files of the first: the
+    mean of two runs' weights (or of weights whose token ids mean different words) translates to garbage even when
+    the shapes agree."""
+    first = checkpoints[0]
+    reference = {k: v for k, v in _config(first).items() if k not in BOOKKEEPING_KEYS}
+    tokenizer = _tokenizer_files(first)
+    for path in checkpoints[1:]:
+        config = {k: v for k, v in _config(path).items() if k not in BOOKKEEPING_KEYS}
+        differing = sorted(k for k in set(config) | set(reference) if config.get(k) != reference.get(k))
+        if differing:
+            key = differing[0]
+            raise ValueError(f"{path} and {first} are not checkpoints of one run: their config.json differs in "
+                             f"{key} ({config.get(key)!r} vs {reference.get(key)!r})"
+                             + (f" and {len(differing) - 1} more" if len(differing) > 1 else "") + ".")
+        files = _tokenizer_files(path)
+        differing = sorted(n for n in set(files) | set(tokenizer) if files.get(n) != tokenizer.get(n))
+        if differing:
+            raise ValueError(f"{path} and {first} are not checkpoints of one run: their tokenizers differ "
+                             f"({', '.join(differing)}); averaged weights would mix the meanings of token ids.")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -89,15 +160,20 @@ def main(argv: list[str] | None = None) -> None:
     which.add_argument("--checkpoints", nargs="+", help="checkpoint folders to average, in any order")
     parser.add_argument("--last", type=int, default=5, help="with --checkpoint_dir: how many of the latest to average")
     parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace --output_dir if it exists (never one of the checkpoints or a folder holding one)")
     args = parser.parse_args(argv)
     if args.last < 1:
         parser.error(f"--last must be at least 1, got {args.last}.")
     try:
         checkpoints = last_checkpoints(args.checkpoint_dir, args.last) if args.checkpoint_dir else args.checkpoints
+        check_output_folder(args.output_dir, overwrite=args.overwrite, inputs=checkpoints)
         for checkpoint in checkpoints:  # whole (and the tokenizer that is copied), before anything is written
             check_checkpoint(checkpoint, need_tokenizer=checkpoint == checkpoints[-1] and os.path.isfile(
                 os.path.join(checkpoint, "tokenizer_config.json")))
-        average_checkpoints(checkpoints, args.output_dir)
+            check_kind(checkpoint)
+        check_same_run(checkpoints)
+        average_checkpoints(checkpoints, args.output_dir, overwrite=args.overwrite)
     except (OSError, ValueError) as error:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
     print(f"Averaged {len(checkpoints)} checkpoints ({', '.join(os.path.basename(c) for c in checkpoints)}) "

@@ -17,15 +17,14 @@ class DataError(ValueError):
 
 
 def _read_lines(path: str, what: str) -> list[str]:
-    if not os.path.exists(path):
-        raise DataError(f"The {what} file {path} does not exist.")
-    if not os.path.isfile(path):
-        raise DataError(f"The {what} file {path} is not a file.")
+    """Lines as `wc -l` counts them (`vanilla_transformer.files.read_text_lines`: split on "\\n" only, so a \\x0c,
+    U+2028 or U+0085 inside a sentence of a crawled corpus stays in it; \\r\\n endings and a BOM removed)."""
+    from vanilla_transformer.files import TextFileError, read_text_lines
+
     try:
-        with open(path, encoding="utf-8-sig") as f:  # a leading byte-order mark is not text; \r\n ends lines too
-            lines = f.read().splitlines()
-    except UnicodeDecodeError as error:
-        raise DataError(f"The {what} file {path} is not UTF-8 text ({error}).") from None
+        lines = read_text_lines(path, f"{what} file")
+    except TextFileError as error:
+        raise DataError(str(error)) from None
     if not any(line.strip() for line in lines):
         raise DataError(f"The {what} file {path} is empty.")
     return lines

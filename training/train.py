@@ -15,6 +15,7 @@ The output folder is a Hub-ready checkpoint: model, tokenizer, generation config
 test-set BLEU), plus the Trainer's checkpoints and `trainer_state.json`.
 """
 
+import json
 import os
 import shutil
 import sys
@@ -27,9 +28,18 @@ from dataclasses import dataclass, field
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .arguments import DataArguments, ModelArguments, parse_arguments  # noqa: F401  (the options of this command)
-from .data import SPLITS, DataError, demo_splits, language_from_extension, load_hub_dataset, load_text_files, tokenize_splits
 from .budget import BudgetPlan
+from .data import (
+    SPLITS,
+    DataError,
+    demo_splits,
+    language_from_extension,
+    load_hub_dataset,
+    load_text_files,
+    tokenize_splits,
+)
 from .presets import PRESETS
+
 
 class UsageError(Exception):
     """A problem with the command line or the data, reported without a traceback."""
@@ -78,14 +88,13 @@ def load_splits(data_args, training_args):
 
 
 def resolve_resume_checkpoint(training_args) -> str | None:
-    """`--resume_from_checkpoint PATH`, or `true`/`last` for the latest checkpoint of --output_dir."""
-    from transformers.trainer_utils import get_last_checkpoint
-
+    """`--resume_from_checkpoint PATH`, or `true`/`last` for the newest whole checkpoint of --output_dir (an
+    incomplete one, e.g. written by a run killed while saving it, is skipped with a message)."""
     value = training_args.resume_from_checkpoint
     if value is None or str(value).lower() in ("", "false", "none"):
         return None
     if str(value).lower() in ("true", "last"):
-        last = get_last_checkpoint(training_args.output_dir) if os.path.isdir(training_args.output_dir) else None
+        last = last_whole_checkpoint(training_args) if os.path.isdir(training_args.output_dir) else None
         if last is None:
             raise UsageError(f"--resume_from_checkpoint {value}: {training_args.output_dir} holds no checkpoint-STEP "
                              "folder to resume from.")
@@ -93,6 +102,49 @@ def resolve_resume_checkpoint(training_args) -> str | None:
     if not os.path.isdir(value):
         raise UsageError(f"--resume_from_checkpoint {value}: no such checkpoint folder.")
     return value
+
+
+def checkpoint_problem(folder: str, save_only_model: bool = False) -> str | None:
+    """Why the Trainer checkpoint `folder` cannot be resumed from (a missing or unreadable file), else None."""
+    from vanilla_transformer.checkpoint import CheckpointError, check_checkpoint
+
+    try:
+        check_checkpoint(folder, need_tokenizer=False)
+    except CheckpointError as error:
+        return str(error)
+    needed = ["trainer_state.json"] + ([] if save_only_model else ["optimizer.pt", "scheduler.pt"])
+    missing = [name for name in needed if not os.path.isfile(os.path.join(folder, name))]
+    if missing:
+        return f"no {' or '.join(missing)}"
+    try:
+        with open(os.path.join(folder, "trainer_state.json"), encoding="utf-8") as f:
+            json.load(f)
+    except (OSError, ValueError) as error:
+        return f"trainer_state.json cannot be read ({error})"
+    return None
+
+
+def last_whole_checkpoint(training_args) -> str | None:
+    """The checkpoint-STEP folder of --output_dir with the highest step that is whole."""
+    from .average_checkpoints import CHECKPOINT_PATTERN
+
+    output_dir = training_args.output_dir
+    found = sorted(((int(m.group(1)), name) for name in os.listdir(output_dir)
+                    if (m := CHECKPOINT_PATTERN.match(name)) and os.path.isdir(os.path.join(output_dir, name))),
+                   reverse=True)
+    skipped = []
+    for _, name in found:
+        path = os.path.join(output_dir, name)
+        problem = checkpoint_problem(path, training_args.save_only_model)
+        if problem is None:
+            for line in skipped:
+                _log(training_args, f"Skipping {line}; resuming from {path}.")
+            return path
+        skipped.append(f"{path}: incomplete ({problem})")
+    if skipped:
+        raise UsageError(f"--resume_from_checkpoint {training_args.resume_from_checkpoint}: {output_dir} holds no "
+                         f"whole checkpoint to resume from (the newest, {skipped[0]})")
+    return None
 
 
 def check_checkpoints(resume: str | None, model_args, data_args) -> None:
@@ -108,21 +160,106 @@ def check_checkpoints(resume: str | None, model_args, data_args) -> None:
                 raise UsageError(str(error)) from None
 
 
-def prepare_output_dir(training_args, resume: str | None) -> None:
-    """Refuse to mix a new run with the checkpoints of an old one (they would be resumed or averaged by mistake)."""
+def model_inputs(data_args, model_args) -> list[str]:
+    """The local folders a run reads a model or tokenizer from (--model_name_or_path, --tokenizer_name)."""
+    return [path for path in (model_args.model_name_or_path, data_args.tokenizer_name)
+            if path is not None and os.path.isdir(path)]
+
+
+def check_output_dir(training_args, resume: str | None, inputs=()) -> None:
+    """Before any work: --output_dir must be (or become) a writable folder that is not one of the model `inputs` nor
+    inside one (with --overwrite_output_dir, none of them may lie in it: its checkpoints are deleted), and must not
+    hold an earlier run's checkpoints or finished model unless this run resumes it or --overwrite_output_dir
+    replaces them."""
     from transformers.trainer_utils import get_last_checkpoint
 
+    from vanilla_transformer.files import OutputError, check_output_folder, has_model, is_within
+
     output_dir = training_args.output_dir
-    if resume is not None or not os.path.isdir(output_dir) or get_last_checkpoint(output_dir) is None:
+    try:
+        check_output_folder(output_dir, allow_existing=True)
+    except OutputError as error:
+        raise UsageError(f"--output_dir: {error}") from None
+    for source in inputs:
+        if is_within(output_dir, source):
+            raise UsageError(f"--output_dir {output_dir} is or lies inside {source}, which this run reads its model "
+                             "or tokenizer from; choose another --output_dir.")
+        if training_args.overwrite_output_dir and is_within(source, output_dir):
+            raise UsageError(f"--overwrite_output_dir would delete {source}, which this run reads its model or "
+                             "tokenizer from; copy it elsewhere or choose another --output_dir.")
+    if resume is not None or training_args.overwrite_output_dir or not os.path.isdir(output_dir):
         return
-    if not training_args.overwrite_output_dir:
+    if get_last_checkpoint(output_dir) is not None:
         raise UsageError(f"{output_dir} already holds checkpoints of an earlier run. Continue it with "
-                         "--resume_from_checkpoint true, start over with --overwrite_output_dir (deletes them), or "
-                         "choose another --output_dir.")
+                         "--resume_from_checkpoint true, start over with --overwrite_output_dir true (deletes them), "
+                         "or choose another --output_dir.")
+    if has_model(output_dir):
+        raise UsageError(f"{output_dir} already holds a finished model. Continue its run with "
+                         "--resume_from_checkpoint true, replace it with --overwrite_output_dir true, or choose "
+                         "another --output_dir.")
+
+
+def steps_wanted(training_args, saved_max_steps: int) -> int:
+    """The step a run ends at: --max_steps, else (none given, or a time budget whose plan set it) the max_steps that
+    the saved trainer_state.json records."""
+    if training_args.max_steps and training_args.max_steps > 0 and not training_args.plans_time_budget:
+        return training_args.max_steps
+    return saved_max_steps
+
+
+def finished_run(training_args) -> dict | None:
+    """The saved metrics when --output_dir holds the finished model of a run that reached --max_steps (its
+    trainer_state.json says so), else None. Resuming such a run has nothing left to do."""
+    from vanilla_transformer.files import has_model
+
+    output_dir = training_args.output_dir
+    state_path = os.path.join(output_dir, "trainer_state.json")
+    if not (os.path.isfile(state_path) and has_model(output_dir)):
+        return None
+    try:
+        with open(state_path, encoding="utf-8") as f:
+            state = json.load(f)
+        step, max_steps = int(state["global_step"]), int(state.get("max_steps") or 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    wanted = steps_wanted(training_args, max_steps)
+    if not wanted or step < wanted:
+        return None
+    _log(training_args, f"{output_dir} holds the finished run (step {step} of {wanted}); nothing to train. Give a "
+         "larger --max_steps to train on, or --overwrite_output_dir true to start over.")
+    if training_args.process_index == 0:  # a run killed after its final save left its staging folder
+        from vanilla_transformer.files import clean_stale_staging
+
+        for line in clean_stale_staging(output_dir):
+            _log(training_args, line)
+    try:
+        with open(os.path.join(output_dir, "all_results.json"), encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def prepare_output_dir(training_args, resume: str | None, inputs=()) -> None:
+    """Under the run's lock, once every option and the data are known to be good: check --output_dir again (another
+    run may have written there meanwhile) and, with --overwrite_output_dir, delete the old run's checkpoints."""
+    check_output_dir(training_args, resume, inputs)
+    output_dir = training_args.output_dir
+    os.makedirs(output_dir, exist_ok=True)
+    if resume is not None or not training_args.overwrite_output_dir:
+        return
     if training_args.process_index == 0:
         for name in os.listdir(output_dir):
-            if name.startswith("checkpoint-"):
+            if name.startswith("checkpoint-") and os.path.isdir(os.path.join(output_dir, name)):
                 shutil.rmtree(os.path.join(output_dir, name))
+
+
+def output_dir_lock(training_args):
+    """The lock that keeps a second run out of --output_dir (taken by the main process)."""
+    import contextlib
+
+    from vanilla_transformer.files import RunLock
+
+    return RunLock(training_args.output_dir) if training_args.process_index == 0 else contextlib.nullcontext()
 
 
 def build_tokenizer(data_args, model_args, training_args, splits, resume: str | None):
@@ -135,6 +272,8 @@ def build_tokenizer(data_args, model_args, training_args, splits, resume: str | 
     source = data_args.tokenizer_name or resume or model_args.model_name_or_path
     if source is not None:
         return AutoTokenizer.from_pretrained(source)
+    # nothing is written into --output_dir before every option is checked: other processes read a hidden copy
+    shared = os.path.join(training_args.output_dir, ".tokenizer-for-other-processes")
     with training_args.main_process_first(desc="training the BPE tokenizer"):
         if training_args.local_process_index == 0:
             train = splits["train"]
@@ -147,9 +286,15 @@ def build_tokenizer(data_args, model_args, training_args, splits, resume: str | 
 
             tokenizer = train_tokenizer(texts(), vocab_size=data_args.vocab_size,
                                         model_max_length=max(data_args.max_source_length, data_args.max_target_length))
-            tokenizer.save_pretrained(training_args.output_dir)
+            if training_args.world_size > 1:  # for the other processes; the checkpoints and final save hold it
+                tokenizer.save_pretrained(shared)
         else:
-            tokenizer = AutoTokenizer.from_pretrained(training_args.output_dir)
+            tokenizer = AutoTokenizer.from_pretrained(shared)
+    if training_args.world_size > 1:
+        with training_args.main_process_first(desc="sharing the tokenizer"):
+            pass  # the main process waits here until every other one has loaded it
+        if training_args.local_process_index == 0:
+            shutil.rmtree(shared, ignore_errors=True)
     return tokenizer
 
 
@@ -287,8 +432,28 @@ def build_trainer(model, tokenizer, splits, data_args, training_args, state: "Ru
     return trainer, tokenized, texts
 
 
+def reached_max_steps(checkpoint: str, training_args) -> int | None:
+    """The step of a checkpoint that already reached --max_steps (or the max_steps its run had), else None."""
+    try:
+        with open(os.path.join(checkpoint, "trainer_state.json"), encoding="utf-8") as f:
+            state = json.load(f)
+        step, max_steps = int(state["global_step"]), int(state.get("max_steps") or 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    wanted = steps_wanted(training_args, max_steps)
+    return step if wanted and step >= wanted else None
+
+
 def train(trainer, training_args, resume: str | None) -> dict:
-    """Train (or resume) and return the training metrics, each named train_*."""
+    """Train (or resume) and return the training metrics, each named train_*. A checkpoint that already reached
+    --max_steps is only loaded (the Trainer would train one step past it)."""
+    from transformers import TrainerState
+
+    if resume is not None and (step := reached_max_steps(resume, training_args)) is not None:
+        _log(training_args, f"{resume} already reached step {step}; finishing the run without training further.")
+        trainer._load_from_checkpoint(resume)  # private API, the same in transformers 5.18-5.24
+        trainer.state = TrainerState.load_from_json(os.path.join(resume, "trainer_state.json"))
+        return {}
     train_result = trainer.train(resume_from_checkpoint=resume)
     print(f"Finished training on rank {training_args.process_index} of {training_args.world_size} "
           f"(step {trainer.state.global_step})", flush=True)
@@ -317,9 +482,11 @@ def average_last_checkpoints(trainer, training_args) -> int:
     return len(checkpoints)
 
 
-def evaluate(trainer, tokenizer, tokenized, texts, data_args, training_args, target_lang) -> tuple[str | None, dict]:
+def evaluate(trainer, tokenizer, tokenized, texts, data_args, training_args, target_lang,
+             folder: str | None = None) -> tuple[str | None, dict]:
     """Translate the test split (else the validation split) with beam search, write the translations to
-    {split}_predictions.txt in input order and score them (training/metrics.py). -> (split or None, scores)."""
+    {split}_predictions.txt in input order (in `folder`, default --output_dir) and score them
+    (training/metrics.py). -> (split or None, scores)."""
     from .metrics import decode_predictions, translation_scores
 
     split = "test" if "test" in tokenized else "validation" if "validation" in tokenized else None
@@ -334,7 +501,8 @@ def evaluate(trainer, tokenizer, tokenized, texts, data_args, training_args, tar
         in_order = [""] * len(predictions)
         for index, prediction in zip(texts[split]["index"], predictions):
             in_order[index] = prediction.replace("\n", " ")
-        with open(os.path.join(training_args.output_dir, f"{split}_predictions.txt"), "w", encoding="utf-8") as f:
+        with open(os.path.join(folder or training_args.output_dir, f"{split}_predictions.txt"), "w",
+                  encoding="utf-8") as f:
             f.write("\n".join(in_order) + "\n")
     literature = (f", literature BLEU (lowercased, Moses-tokenised) {scores['literature_bleu']:.2f}"
                   if "literature_bleu" in scores else "")
@@ -383,15 +551,45 @@ def training_summary(data_args, training_args, model, trainer, state: "RunState"
     return summary
 
 
-def save(trainer, training_args, metrics: dict) -> None:
-    """Model, tokenizer and model card into --output_dir (pushed with the card when --push_to_hub), plus the
-    trainer state and all metrics."""
-    trainer.save_model()
+def final_staging_folder(training_args) -> str:
+    """A hidden folder inside --output_dir for the final model, moved in by `commit_final_save` once whole."""
+    from vanilla_transformer.files import clean_stale_staging, staging_name
+
+    if training_args.process_index == 0:
+        for line in clean_stale_staging(training_args.output_dir):
+            _log(training_args, line)
+    folder = os.path.join(training_args.output_dir, staging_name("final-model"))
+    if training_args.process_index == 0:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder)
+    return folder
+
+
+def save(trainer, training_args, metrics: dict, folder: str | None = None) -> None:
+    """Model, tokenizer and model card, plus the trainer state and all metrics, into `folder` (default
+    --output_dir; `commit_final_save` moves a staging folder's files into --output_dir)."""
+    folder = folder or training_args.output_dir
+    trainer.save_model(folder, _internal_call=True)  # pushed after the commit
     if trainer.is_world_process_zero():
-        trainer.save_state()
-        trainer.save_metrics("all", metrics, combined=False)
+        trainer.state.save_to_json(os.path.join(folder, "trainer_state.json"))
+        with open(os.path.join(folder, "all_results.json"), "w", encoding="utf-8") as f:
+            json.dump(metrics, f, indent=4, sort_keys=True)  # as Trainer.save_metrics("all", combined=False)
         if not training_args.push_to_hub:
-            trainer.create_model_card()
+            from .trainer import write_model_card
+
+            write_model_card(trainer.model, folder, **(trainer.run_state.card_fields() if trainer.run_state else {}))
+
+
+def commit_final_save(trainer, training_args, staging: str) -> None:
+    """Move the finished final save into --output_dir, weights last: a kill leaves either no model (and the run
+    resumable) or the whole new one, never new settings beside old weights. Then push it if asked."""
+    from vanilla_transformer.files import commit_files
+
+    if trainer.is_world_process_zero():
+        commit_files(staging, training_args.output_dir)
+    trainer.accelerator.wait_for_everyone()
+    if training_args.push_to_hub:
+        trainer.push_to_hub(commit_message="Model save", revision=training_args.hub_revision)
 
 
 @dataclass
@@ -425,9 +623,13 @@ def run(data_args, model_args, training_args, explicit: set[str] = frozenset(), 
     set_seed(training_args.seed)
     resume = resolve_resume_checkpoint(training_args)
     check_checkpoints(resume, model_args, data_args)
-    prepare_output_dir(training_args, resume)
-    os.makedirs(training_args.output_dir, exist_ok=True)
+    inputs = model_inputs(data_args, model_args)
+    check_output_dir(training_args, resume, inputs)
+    if resume is not None and (saved := finished_run(training_args)) is not None:
+        return saved
 
+    # Nothing is written before the lock: data, tokenizer, model and trainer are built and checked first (only the
+    # processes of a distributed run share the new tokenizer through a hidden folder).
     splits, source_lang, target_lang, dataset_name = load_data(data_args, training_args)
     tokenizer = build_tokenizer(data_args, model_args, training_args, splits, resume)
     model = build_model(model_args, PRESETS[data_args.preset], tokenizer, resume)
@@ -435,21 +637,29 @@ def run(data_args, model_args, training_args, explicit: set[str] = frozenset(), 
     state = RunState(source_lang, target_lang, data_args.dataset_card_name or dataset_name)
     trainer, tokenized, texts = build_trainer(model, tokenizer, splits, data_args, training_args, state, callbacks)
 
-    metrics = train(trainer, training_args, resume)
-    if trainer.time_budget is not None:
-        state.budget = trainer.time_budget.plan
-    state.averaged = average_last_checkpoints(trainer, training_args)
-    evaluated_split, scores = evaluate(trainer, tokenizer, tokenized, texts, data_args, training_args, target_lang)
-    if evaluated_split is not None:
-        metrics.update({f"{evaluated_split}_{k}": v for k, v in scores.items()})
-        state.signatures = {k.removesuffix("_signature"): v for k, v in scores.items() if k.endswith("_signature")}
-        state.metrics = {**{k: v for k, v in scores.items() if not k.endswith("_signature")},
-                         "split": evaluated_split}
-    if state.budget is not None:
-        metrics["time_budget"] = state.budget.card_entry()
-    state.training_summary = training_summary(data_args, training_args, model, trainer, state,
-                                              training_pairs=len(tokenized["train"]), metrics=metrics)
-    save(trainer, training_args, metrics)
+    from vanilla_transformer.files import writing_errors
+
+    with output_dir_lock(training_args), writing_errors(training_args.output_dir):
+        prepare_output_dir(training_args, resume, inputs)
+        metrics = train(trainer, training_args, resume)
+        if trainer.time_budget is not None:
+            state.budget = trainer.time_budget.plan
+        state.averaged = average_last_checkpoints(trainer, training_args)
+        staging = final_staging_folder(training_args)
+        evaluated_split, scores = evaluate(trainer, tokenizer, tokenized, texts, data_args, training_args,
+                                           target_lang, staging)
+        if evaluated_split is not None:
+            metrics.update({f"{evaluated_split}_{k}": v for k, v in scores.items()})
+            state.signatures = {k.removesuffix("_signature"): v for k, v in scores.items()
+                                if k.endswith("_signature")}
+            state.metrics = {**{k: v for k, v in scores.items() if not k.endswith("_signature")},
+                             "split": evaluated_split}
+        if state.budget is not None:
+            metrics["time_budget"] = state.budget.card_entry()
+        state.training_summary = training_summary(data_args, training_args, model, trainer, state,
+                                                  training_pairs=len(tokenized["train"]), metrics=metrics)
+        save(trainer, training_args, metrics, staging)
+        commit_final_save(trainer, training_args, staging)
     metrics["total_seconds"] = round(time.monotonic() - started, 1)
 
     if data_args.num_sample_translations and evaluated_split is not None and trainer.is_world_process_zero():
@@ -475,6 +685,8 @@ def check_requirements() -> None:
 def main(argv: list[str] | None = None, callbacks=None) -> dict:
     """Command-line entry point; `callbacks` (TrainerCallback instances) are for programmatic use."""
     check_requirements()
+    from vanilla_transformer.files import OutputError
+
     data_args, model_args, training_args, explicit = parse_arguments(argv)
     from .precision import default_precision, precision_in_use
 
@@ -482,7 +694,7 @@ def main(argv: list[str] | None = None, callbacks=None) -> dict:
                                           else default_precision(training_args.use_cpu)[1]))
     try:
         return run(data_args, model_args, training_args, explicit, callbacks=callbacks)
-    except (UsageError, DataError) as error:
+    except (UsageError, DataError, OutputError) as error:
         sys.exit(f"error: {error}")
 
 

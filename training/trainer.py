@@ -12,6 +12,7 @@ The scores (sacreBLEU, chrF, the literature's BLEU) are in training/metrics.py.
 
 import math
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 
@@ -197,6 +198,81 @@ class TranslationTrainer(Seq2SeqTrainer):
         if self.lr_scheduler is None:
             self.lr_scheduler = LambdaLR(optimizer or self.optimizer, self.budget_schedule)
         return self.lr_scheduler
+
+    # ---- Atomic checkpoints -------------------------------------------------------------------------------------
+    # The Trainer writes checkpoint-STEP file by file (weights, optimizer, scheduler, RNG states, trainer_state.json)
+    # and then deletes the oldest checkpoints: a kill in between left a half-written newest checkpoint that
+    # `--resume_from_checkpoint true` picked and failed on. Here the Trainer writes into a hidden staging folder
+    # (`.checkpoint-STEP.staging-PID/checkpoint-STEP`, by pointing `_get_output_dir` there for the duration of the
+    # save), which is renamed into place once whole; only then are old checkpoints rotated away.
+
+    _checkpoint_staging_dir = None
+
+    def _get_output_dir(self, trial) -> str:
+        if self._checkpoint_staging_dir is not None:
+            return self._checkpoint_staging_dir
+        return super()._get_output_dir(trial)
+
+    def _staging_pid(self) -> int:
+        """The main process's id, which names the staging folder that every process writes its RNG state into."""
+        if getattr(self, "_main_pid", None) is None:
+            pid = [os.getpid()]
+            if self.args.world_size > 1:
+                import torch.distributed as dist
+
+                if dist.is_available() and dist.is_initialized():
+                    dist.broadcast_object_list(pid, src=0)
+            self._main_pid = pid[0]
+        return self._main_pid
+
+    def _save_checkpoint(self, model, trial) -> None:
+        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
+
+        from vanilla_transformer.files import (
+            clean_stale_staging,
+            install_folder,
+            staging_name,
+            writing_errors,
+        )
+
+        run_dir = super()._get_output_dir(trial)
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        holder = os.path.join(run_dir, staging_name(name, self._staging_pid()))
+        if self.args.should_save:
+            for line in clean_stale_staging(run_dir):
+                print(line, flush=True)
+        with writing_errors(run_dir):
+            try:
+                self._checkpoint_staging_dir = holder  # the Trainer saves into holder/checkpoint-STEP
+                super()._save_checkpoint(model, trial)  # (its rotation sees only the staging folder: a no-op)
+            except BaseException:
+                if self.args.should_save:
+                    shutil.rmtree(holder, ignore_errors=True)
+                raise
+            finally:
+                self._checkpoint_staging_dir = None
+            self.accelerator.wait_for_everyone()  # every process wrote its RNG state
+            if self.args.should_save:
+                staged, target = os.path.join(holder, name), os.path.join(run_dir, name)
+                self._point_best_checkpoint_at(run_dir, holder)
+                self.state.save_to_json(os.path.join(staged, "trainer_state.json"))
+                install_folder(staged, target)
+                shutil.rmtree(holder, ignore_errors=True)
+                rotate_checkpoints(output_dir=run_dir, save_total_limit=self.args.save_total_limit,
+                                   best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
+            self.accelerator.wait_for_everyone()
+
+    def _point_best_checkpoint_at(self, run_dir: str, holder: str) -> None:
+        """The Trainer looked for the best checkpoint in the staging folder: point at the real one, as it would."""
+        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+        best_step = self.state.best_global_step
+        if best_step:
+            best = os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{best_step}")
+            if best_step == self.state.global_step or os.path.exists(best):
+                self.state.best_model_checkpoint = best
+        elif self.state.best_model_checkpoint and self.state.best_model_checkpoint.startswith(holder):
+            self.state.best_model_checkpoint = run_dir + self.state.best_model_checkpoint[len(holder):]
 
     def get_train_dataloader(self) -> DataLoader:
         if self.token_batch_sampler is None:

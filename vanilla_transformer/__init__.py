@@ -4,6 +4,7 @@ Importing the package registers the model with the Auto classes and with `pipeli
 """
 
 from .configuration_vanilla_transformer import PAPER_PRESETS, VanillaTransformerConfig
+from .model_card import render_model_card, save_for_hub
 from .modeling_vanilla_transformer import (
     VanillaTransformerDecoder,
     VanillaTransformerEncoder,
@@ -15,7 +16,6 @@ from .modeling_vanilla_transformer import (
     VanillaTransformerPreTrainedModel,
     sinusoidal_position_encoding,
 )
-from .model_card import render_model_card, save_for_hub
 from .pipeline_translation import TranslationPipeline
 from .registration import register
 

@@ -27,9 +27,8 @@ def check_checkpoint(folder: str | os.PathLike, need_tokenizer: bool = True) -> 
         raise CheckpointError(f"model folder not found: {folder}" if not os.path.exists(folder)
                               else f"{folder} is a file; give the folder written by save_pretrained")
     config = _read_config(folder)
-    for name in ("generation_config.json",):
-        if os.path.isfile(os.path.join(folder, name)):
-            _read_json(os.path.join(folder, name))
+    if os.path.isfile(os.path.join(folder, "generation_config.json")):
+        _read_json(os.path.join(folder, "generation_config.json"))
     _check_weights(folder, _expected_weights(folder, config))
     if need_tokenizer:
         _check_tokenizer(folder)
@@ -65,29 +64,17 @@ def _read_config(folder: str):
         raise CheckpointError(f"{path} does not describe a model: {_one_line(error)}") from None
 
 
-def _model_class(config):
-    """The class named first in `architectures` (ours or transformers'), else the seq2seq Auto class."""
-    import transformers
-
-    import vanilla_transformer
-
-    for name in getattr(config, "architectures", None) or []:
-        for module in (vanilla_transformer, transformers):
-            cls = getattr(module, name, None)
-            if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel):
-                return cls
-    return None
-
-
 def _expected_weights(folder: str, config) -> tuple[dict, list[set], list, list, set]:
     """Names and shapes of the weights `config`'s model saves, the groups of names that share one tensor (any one
     of them suffices), and the name patterns the model class lets `from_pretrained` skip or ignore."""
     import torch
     from transformers import AutoModelForSeq2SeqLM
 
+    from .loading import model_class  # the one answer to "which class is in this folder?"
+
     try:
         with torch.device("meta"):
-            cls = _model_class(config)
+            cls = model_class(config)
             model = cls(config) if cls is not None else AutoModelForSeq2SeqLM.from_config(config)
     except Exception as error:  # noqa: BLE001
         raise CheckpointError(f"{os.path.join(folder, 'config.json')} does not build a model: "

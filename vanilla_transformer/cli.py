@@ -1,34 +1,82 @@
 """The `vanilla-transformer` command: thin glue over the package.
 
-Each subcommand lives beside the code it drives and contributes `add_subcommand(subparsers)`, which registers its
-parser and sets `func` to a callable taking the parsed arguments.
+Each command is a module of `vanilla_transformer.commands` with `add_parser(subparsers)` (registers its parser and
+returns it) and `run(args)`; `COMMANDS` lists them, in the order `--help` shows them. A command module imports the
+library it drives inside `run`, so a missing optional extra (matplotlib, CTranslate2, datasets) fails that command
+only. The one rule from errors to exit codes lives here, in `main`: a usage error (argparse's, or a
+`commands._types.UsageError` from `run`) prints the usage and exits 2; any other error exits 1 with one line,
+"vanilla-transformer COMMAND: error: ...", never a traceback.
 """
 
 import argparse
 import importlib
 import sys
 
-from huggingface_hub.errors import StrictDataclassError
+# modules of vanilla_transformer.commands, one per command
+COMMANDS = ["train", "translate", "convert", "export", "plot", "explore"]
 
-# module (relative to this package) -> what it adds; imported lazily so a missing optional extra fails only there
-SUBCOMMAND_MODULES = ["translate", "convert", "export", "visualize"]
+# errors a command reports as its one line (anything else is a bug of ours, and keeps its traceback)
+REPORTED_ERRORS = (ValueError, OSError, ImportError, RuntimeError)
+
+
+class ErrorStatus(int):
+    """Exit status 1 whose text is the error line: the interpreter exits with 1 and prints nothing more (the line is
+    already on stderr), and in-process callers see the message in `str(SystemExit)` as `sys.exit(message)` gives."""
+
+    def __new__(cls, message: str):
+        status = super().__new__(cls, 1)
+        status.message = message
+        return status
+
+    def __str__(self) -> str:
+        return self.message
+
+    __repr__ = __str__
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vanilla-transformer", description=__doc__.split("\n\n")[0])
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for module in SUBCOMMAND_MODULES:
-        importlib.import_module(f".{module}", __package__).add_subcommand(subparsers)
+    for name in COMMANDS:
+        module = importlib.import_module(f".commands.{name}", __package__)
+        command_parser = module.add_parser(subparsers)
+        command_parser.set_defaults(command_run=module.run, command_parser=command_parser)
     return parser
 
 
+def _one_line(error: BaseException) -> str:
+    from huggingface_hub.errors import StrictDataclassError
+
+    if isinstance(error, StrictDataclassError) and error.__cause__ is not None:
+        error = error.__cause__  # an invalid config: transformers validates configs with @strict
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _set_up_output() -> None:
+    """Progress bars and logging for every command: no "Loading weights" bars from from_pretrained (translate
+    shows its own bar of sentences; training shows the Trainer's, which this leaves alone)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 def main(argv: list[str] | None = None) -> None:
+    from huggingface_hub.errors import StrictDataclassError
+
+    from .commands._types import UsageError
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    command_parser = args.command_parser  # the innermost parser: its prog names the command ("... plot attention")
+    _set_up_output()
     try:
-        args.func(args)
-    except StrictDataclassError as error:  # an invalid config: transformers validates configs with @strict
-        sys.exit(f"{parser.prog} {args.command}: error: {error.__cause__ or error}")
+        args.command_run(args)
+    except UsageError as error:
+        command_parser.error(str(error))  # exit 2
+    except (*REPORTED_ERRORS, StrictDataclassError) as error:
+        message = f"{command_parser.prog}: error: {_one_line(error)}"
+        print(message, file=sys.stderr)
+        raise SystemExit(ErrorStatus(message)) from None
 
 
 if __name__ == "__main__":

@@ -1,40 +1,17 @@
 """Configuration of the encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017).
 
 This file is copied next to the weights by `save_pretrained` (Hub remote code), so it imports only
-`transformers`, its dependency `huggingface_hub` and the standard library.
+`transformers`, its dependency `huggingface_hub`, the standard library and its sibling `compat.py` (copied with it).
 """
+# ruff: noqa: I001  (the version check is imported before transformers on purpose)
 
 import difflib
-import re
 
-import transformers
-
-
-# The transformers releases this file, and the model and pipeline files saved with it, are tested with (CI runs
-# the oldest and the newest; pyproject.toml declares the same range). Older 5.x releases lack what we rely on:
-# the dataclass `PreTrainedConfig` these fields are written for (5.4), `LabelSmoother` taking `num_items_in_batch`
-# (5.15; training's loss) and beam search over a target vocabulary that differs from `vocab_size` (5.18; converted
-# FSMT checkpoints). Checked here because this file is imported first, by `import vanilla_transformer` and by
-# `trust_remote_code` loads of a saved folder alike.
-SUPPORTED_TRANSFORMERS = ((5, 18), (6, 0))  # >= 5.18, < 6
-
-
-def check_transformers_version(version: str = transformers.__version__) -> None:
-    """Raise ImportError, in one line naming both versions, if `version` is outside `SUPPORTED_TRANSFORMERS`."""
-    lowest, above = SUPPORTED_TRANSFORMERS
-    found = re.match(r"(\d+)\.(\d+)", version)
-    if found is None or not lowest <= (int(found[1]), int(found[2])) < above:
-        raise ImportError(
-            f"vanilla-transformer needs transformers>={lowest[0]}.{lowest[1]},<{above[0]}, but transformers {version} "
-            f"is installed: pip install \"transformers>={lowest[0]}.{lowest[1]},<{above[0]}\""
-        )
-
-
-check_transformers_version()
+# First: it stops an unsupported transformers with one line, before anything below can fail on it.
+from .compat import SUPPORTED_TRANSFORMERS, check_transformers_version  # noqa: F401  (re-exported)
 
 from huggingface_hub.dataclasses import strict  # noqa: E402
 from transformers import PreTrainedConfig  # noqa: E402  (after the version check: 4.x spells it PretrainedConfig)
-
 
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "swish", "silu")
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")

@@ -18,9 +18,7 @@ tokenizer files are carried over, and the model card names the origin.
     vanilla-transformer convert marian path/to/opus-mt-en-de opus-mt-en-de-vanilla
 """
 
-import argparse
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +29,8 @@ from transformers.utils import logging
 
 from .checkpoint import CheckpointError, check_checkpoint
 from .configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
+from .model_card import converted_model_card, hub_id_from_path
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_position_encoding
-
 
 logger = logging.get_logger(__name__)
 
@@ -337,51 +335,12 @@ def _source_generation_config(src: Path, raw_config: dict):
     return GenerationConfig.from_model_config(raw_config)
 
 
-def hub_id_from_path(src: Path) -> str | None:
-    """`owner/name` for a folder in the Hugging Face cache (`.../models--owner--name/snapshots/<revision>`)."""
-    for part in reversed(src.resolve().parts):
-        match = re.fullmatch(r"models--([^/]+?)--([^/]+)", part)
-        if match:
-            return f"{match.group(1)}/{match.group(2)}"
-    return None
-
-
 def _languages(kind: str, source_config, tokenizer) -> tuple[str | None, str | None]:
     if kind == "fsmt" and len(getattr(source_config, "langs", ()) or ()) == 2:
         return source_config.langs[0], source_config.langs[1]
     if tokenizer is not None:
         return getattr(tokenizer, "source_lang", None), getattr(tokenizer, "target_lang", None)
     return None, None
-
-
-def converted_model_card(model, out: Path, kind: str, src: Path, base_model: str | None, source_lang: str | None,
-                         target_lang: str | None):
-    """The card (README.md) by `render_model_card`, naming the origin in its metadata (`base_model`, a
-    `converted-from-*` tag) and text, and keeping the source card's license: the weights are the source's."""
-    from huggingface_hub import ModelCard
-
-    from .model_card import LANGUAGE_CODE, render_model_card
-
-    family = FAMILIES[kind]
-    license_ = None
-    if (src / "README.md").is_file():
-        try:
-            license_ = ModelCard.load(src / "README.md", ignore_metadata_errors=True).data.to_dict().get("license")
-        except Exception:  # an unreadable source card only costs the license line
-            license_ = None
-    origin = f"[`{base_model}`](https://huggingface.co/{base_model})" if base_model else f"`{src.name}`"
-    summary = (
-        f"Not trained here: converted from the {family.title} checkpoint {origin} (`{family.architecture}`) with "
-        f"`vanilla-transformer convert {kind}`. The weights are unchanged, so the model computes the original's "
-        "logits up to float rounding and generates the same translations; the generation settings and the "
-        "tokenizer are the original's. The source's own card describes its training data and evaluation."
-    )
-    languages = {name: lang if isinstance(lang, str) and LANGUAGE_CODE.fullmatch(lang) else None
-                 for name, lang in (("source_lang", source_lang), ("target_lang", target_lang))}
-    card = render_model_card(model, **languages, training_summary=summary, base_model=base_model,
-                             license=license_ or "unknown", model_id=out.name)
-    card.data.tags = [*(card.data.tags or []), f"converted-from-{kind}"]
-    return card
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -428,8 +387,10 @@ def convert(kind: str, src_dir: str | Path, out_dir: str | Path, *, base_model: 
     model.load_state_dict(map_weights(model, source_state, WEIGHT_MAPS[kind](source.config)), strict=True)
     model.generation_config = _source_generation_config(src, raw_config)
     model.eval()
-    card = converted_model_card(model, out, kind, src, base_model or hub_id_from_path(src),
-                                *_languages(kind, source.config, source_tokenizer))
+    family = FAMILIES[kind]
+    card = converted_model_card(model, out, src, family_title=family.title, architecture=family.architecture,
+                                kind=kind, base_model=base_model or hub_id_from_path(src),
+                                languages=_languages(kind, source.config, source_tokenizer))
 
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
@@ -447,36 +408,6 @@ def convert_marian(src_dir: str | Path, out_dir: str | Path, **kwargs) -> Vanill
 def convert_fsmt(src_dir: str | Path, out_dir: str | Path, **kwargs) -> VanillaTransformerForConditionalGeneration:
     """Convert a saved `FSMTForConditionalGeneration` folder (a fairseq WMT19 checkpoint); see `convert`."""
     return convert("fsmt", src_dir, out_dir, **kwargs)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# `vanilla-transformer convert KIND SRC OUT`
-
-
-def add_subcommand(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "convert",
-        help="convert a Marian (OPUS-MT) or FSMT checkpoint folder into this model",
-        description="Convert a saved Marian (OPUS-MT) or FSMT (fairseq WMT19) checkpoint folder into a folder of "
-                    "this model, with its tokenizer, generation settings and a model card naming the origin.",
-    )
-    parser.add_argument("kind", choices=sorted(FAMILIES), help="the source's model type")
-    parser.add_argument("src", help="folder of the saved source checkpoint (config.json, weights, tokenizer files)")
-    parser.add_argument("out", help="folder to write the converted model to")
-    parser.add_argument("--base-model", help="Hub id of the source, for the model card (read off a Hub cache path "
-                                             "when left out)")
-    parser.add_argument("--no-tokenizer", action="store_true", help="convert the model without its tokenizer")
-    parser.add_argument("--overwrite", action="store_true", help="write into a non-empty output folder")
-    parser.set_defaults(func=_run, parser=parser)
-
-
-def _run(args: argparse.Namespace) -> None:
-    try:
-        convert(args.kind, args.src, args.out, base_model=args.base_model, tokenizer=not args.no_tokenizer,
-                overwrite=args.overwrite)
-    except ConversionError as error:
-        args.parser.error(str(error))
-    print(f"Converted the {FAMILIES[args.kind].title} checkpoint {args.src} into {args.out}.")
 
 
 __all__ = ["ConversionError", "convert", "convert_fsmt", "convert_marian", "fsmt_config", "marian_config"]

@@ -1,4 +1,5 @@
-"""Export a checkpoint to CTranslate2, OpenNMT's inference engine, and translate with the exported folder.
+"""Export a checkpoint to CTranslate2, OpenNMT's inference engine (the engine that translates with the exported
+folder is `ctranslate2_engine.CTranslate2Translator`).
 
     vanilla-transformer export ctranslate2 outputs/multi30k multi30k-ct2 --quantization int8
     vanilla-transformer translate --model multi30k-ct2 --input test.en --output test.de
@@ -24,28 +25,27 @@ The folder holds CTranslate2's model.bin, config.json and vocabularies, the chec
 generation_config.json, whose decoding defaults (beam size, length penalty, maximum length, tokens never to generate)
 `CTranslate2Translator` applies as `generate` does. The vocabularies list the tokenizer's token strings by id; the
 translator maps ids to those strings and back, so the tokenizer's own special-token handling and decoding apply.
-"""
+"""  # noqa: E501  (the mapping table's rows)
 
-import argparse
-import json
 import math
 import os
 import shutil
 import tempfile
-import warnings
 from pathlib import Path
 
 import torch
 
-from .checkpoint import CheckpointError, check_checkpoint
-
+from .checkpoint import CheckpointError
+from .ctranslate2_engine import (  # the translator and the folder test re-exported: the engine lived here
+    CTranslate2Translator,
+    import_ctranslate2,
+    is_ctranslate2_folder,
+)
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "float16", "bfloat16", "int8_bfloat16")
 # transformers' activation names (ACT2FN) -> the name of CTranslate2's common_spec.Activation member
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "swish": "SWISH", "silu": "SWISH"}
 SINUSOID_TABLE_ROWS = 1024  # at least this many positions for sinusoids, which have no length of their own
-CTRANSLATE2_FILES = ("model.bin", "config.json")
-VOCABULARY_FILES = ("shared_vocabulary.json", "source_vocabulary.json", "target_vocabulary.json")
 
 
 class ExportError(ValueError):
@@ -54,15 +54,9 @@ class ExportError(ValueError):
 
 def _import_ctranslate2():
     try:
-        import ctranslate2
-    except ImportError:
-        raise ExportError('CTranslate2 is not installed: pip install "vanilla-transformer[fast]"') from None
-    return ctranslate2
-
-
-def is_ctranslate2_folder(path: str | os.PathLike) -> bool:
-    """A folder written by CTranslate2 (ours or any other converter): model.bin beside config.json."""
-    return all(os.path.isfile(os.path.join(path, name)) for name in CTRANSLATE2_FILES)
+        return import_ctranslate2()
+    except ImportError as error:
+        raise ExportError(str(error)) from None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -73,7 +67,8 @@ def _array(tensor: torch.Tensor):
     return tensor.detach().to(device="cpu", dtype=torch.float32).numpy().copy()
 
 
-def attention_projections(attention) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], tuple[torch.Tensor, torch.Tensor]]:
+def attention_projections(attention) -> tuple[list[tuple[torch.Tensor, torch.Tensor]],
+                                             tuple[torch.Tensor, torch.Tensor]]:
     """The (weight, bias) pairs of one of our attention modules in CTranslate2's layout: the input projections fused
     as CTranslate2 wants them, (q | k | v) for self-attention and q, (k | v) for encoder-decoder attention, and the
     output projection. The only place that knows how our attention names its projections."""
@@ -201,25 +196,18 @@ def vocabularies(tokenizer, config) -> tuple[list[str], list[str]]:
 
 
 def _load_checkpoint(path: Path):
-    from transformers import AutoModelForSeq2SeqLM
+    from .loading import load_checkpoint
 
-    if not path.is_dir():
-        raise ExportError(f"{path} is not a folder; pass the folder written by save_pretrained.")
-    if is_ctranslate2_folder(path):
-        raise ExportError(f"{path} is already a CTranslate2 folder.")
-    config_file = path / "config.json"
-    if not config_file.is_file():
-        raise ExportError(f"{path} is not a saved model folder: it has no config.json.")
-    model_type = json.loads(config_file.read_text()).get("model_type")
+    try:  # checked first: missing weights would be filled with random ones by from_pretrained, and exported
+        model = load_checkpoint(path, kinds=("seq2seq",), device="cpu", need_tokenizer=False, purpose="export").model
+    except CheckpointError as error:  # the tokenizer is checked by _load_tokenizer
+        raise ExportError(str(error)) from None
+    model_type = model.config.model_type
     if model_type != "vanilla_transformer":
         hint = (f" Convert it first: vanilla-transformer convert {model_type} {path} OUT."
                 if model_type in ("marian", "fsmt") else "")
         raise ExportError(f"{path} holds a {model_type!r} model, not a vanilla_transformer one.{hint}")
-    try:  # missing weights would be filled with random ones by from_pretrained, and the export would carry them
-        check_checkpoint(path, need_tokenizer=False)  # the tokenizer is checked by _load_tokenizer
-    except CheckpointError as error:
-        raise ExportError(str(error)) from None
-    return AutoModelForSeq2SeqLM.from_pretrained(path).eval()
+    return model
 
 
 def _load_tokenizer(tokenizer, checkpoint: Path | None):
@@ -231,7 +219,8 @@ def _load_tokenizer(tokenizer, checkpoint: Path | None):
         folder = Path(tokenizer if tokenizer is not None else checkpoint)
         if not any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
             raise ExportError(f"{folder} has no tokenizer (tokenizer.json or tokenizer_config.json); the exported "
-                              "folder needs one to turn text into tokens. Save it there with tokenizer.save_pretrained.")
+                              "folder needs one to turn text into tokens. Save it there with "
+                              "tokenizer.save_pretrained.")
         return AutoTokenizer.from_pretrained(folder)
     return tokenizer
 
@@ -298,158 +287,6 @@ def _default_generation_config(model):
     from transformers import GenerationConfig
 
     return GenerationConfig.from_model_config(model.config)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Translating with an exported folder: `generate` as `model.generate` is called by `translate.translate`.
-
-
-class CTranslate2Translator:
-    """A `ctranslate2.Translator` over an exported folder that `translate.translate` drives like our model: its
-    `generate(input_ids, attention_mask, num_beams=..., max_new_tokens=...)` takes the tokenizer's padded ids and
-    returns the generated ids, decoded with the folder's generation config unless told otherwise.
-
-    `device` ("cpu", "cuda", "cuda:1", "auto": CUDA when CTranslate2 finds it), `compute_type` ("default": as exported; "int8", "float32", ...) and the
-    thread counts go to `ctranslate2.Translator`.
-    """
-
-    # generate() keyword -> translate_batch() keyword, for the options both have with the same meaning
-    OPTIONS = {"num_beams": "beam_size", "length_penalty": "length_penalty", "repetition_penalty": "repetition_penalty",
-               "no_repeat_ngram_size": "no_repeat_ngram_size"}
-    # generation_config.json settings applied here (early_stopping=True is how CTranslate2's beam search stops)
-    APPLIED_SETTINGS = {*OPTIONS, "max_length", "max_new_tokens", "bad_words_ids", "eos_token_id", "forced_eos_token_id",
-                        "early_stopping", "bos_token_id", "pad_token_id", "decoder_start_token_id", "use_cache",
-                        "output_attentions", "output_hidden_states", "transformers_version", "_from_model_config"}
-    # the values at which the other settings change nothing here (transformers >= 5.24 writes every default into
-    # generation_config.json); None: a setting that never changes the tokens greedy or beam search picks
-    NEUTRAL_SETTINGS = {"do_sample": False, "temperature": 1.0, "top_k": 50, "top_p": 1.0, "typical_p": 1.0,
-                        "min_length": 0, "num_beam_groups": 1, "diversity_penalty": 0.0, "num_return_sequences": 1,
-                        "encoder_no_repeat_ngram_size": 0, "encoder_repetition_penalty": 1.0, "epsilon_cutoff": 0.0,
-                        "eta_cutoff": 0.0, "output_scores": None, "return_dict_in_generate": None,
-                        "remove_invalid_values": None, "assistant_confidence_threshold": None,
-                        "assistant_lookbehind": None, "num_assistant_tokens": None,
-                        "num_assistant_tokens_schedule": None, "target_lookbehind": None}
-
-    def __init__(self, folder: str | os.PathLike, device: str = "cpu", compute_type: str = "default",
-                 inter_threads: int = 1, intra_threads: int = 0):
-        from transformers import GenerationConfig
-
-        ctranslate2 = _import_ctranslate2()
-        folder = Path(folder)
-        if not is_ctranslate2_folder(folder):
-            raise FileNotFoundError(f"{folder} is not a CTranslate2 folder (it has no model.bin and config.json); "
-                                    "make one with: vanilla-transformer export ctranslate2 CHECKPOINT OUT")
-        if device == "auto":
-            device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
-        device_type, _, index = str(device).partition(":")
-        if device_type not in ("cpu", "cuda") or (index and not index.isdigit()):
-            raise ValueError(f"device {device!r} is not one CTranslate2 runs on (cpu, cuda, cuda:1, ...)")
-        if device_type == "cuda" and ctranslate2.get_cuda_device_count() == 0:
-            raise ValueError(f"device {device!r}: CTranslate2 finds no CUDA device on this machine")
-        supported = ctranslate2.get_supported_compute_types(device_type, int(index or 0))
-        if compute_type not in ("default", "auto") and compute_type not in supported:
-            raise ValueError(f"compute_type {compute_type!r} is not supported on {device} by this machine "
-                             f"(supported: {', '.join(sorted(supported))})")
-        self.translator = ctranslate2.Translator(str(folder), device=device_type, device_index=int(index or 0),
-                                                 compute_type=compute_type, inter_threads=inter_threads,
-                                                 intra_threads=intra_threads)
-        self.device = torch.device("cpu")  # where generate() takes its inputs
-        self.source_tokens, self.target_tokens = self._read_vocabularies(folder)
-        self.target_ids = {token: i for i, token in enumerate(self.target_tokens)}
-        self.generation_config = (GenerationConfig.from_pretrained(folder)
-                                  if (folder / "generation_config.json").is_file() else GenerationConfig())
-        ignored = sorted(name for name, value in self.generation_config.to_diff_dict().items()
-                         if name not in self.APPLIED_SETTINGS
-                         and not (name in self.NEUTRAL_SETTINGS and self.NEUTRAL_SETTINGS[name] in (None, value)))
-        if ignored:
-            warnings.warn(f"{folder}/generation_config.json sets {', '.join(ignored)}, which the CTranslate2 engine "
-                          "does not apply; its translations may differ from generate's.", stacklevel=2)
-
-    @staticmethod
-    def _read_vocabularies(folder: Path) -> tuple[list[str], list[str]]:
-        def read(name):
-            return json.loads((folder / name).read_text(encoding="utf-8"))
-
-        if (folder / "shared_vocabulary.json").is_file():
-            source = target = read("shared_vocabulary.json")
-        elif (folder / "source_vocabulary.json").is_file() and (folder / "target_vocabulary.json").is_file():
-            source, target = read("source_vocabulary.json"), read("target_vocabulary.json")
-        else:
-            raise FileNotFoundError(f"{folder} has no CTranslate2 vocabulary ({' or '.join(VOCABULARY_FILES[:2])}).")
-        return source, target
-
-    def translate_options(self, **kwargs) -> dict:
-        """`translate_batch` keywords for `generate` keywords, on top of the generation config's."""
-        unknown = sorted(set(kwargs) - {*self.OPTIONS, "max_new_tokens", "max_length", "bad_words_ids"})
-        if unknown:
-            raise ValueError(f"The CTranslate2 engine does not take {', '.join(unknown)}; it takes "
-                             f"{', '.join([*self.OPTIONS, 'max_new_tokens', 'max_length', 'bad_words_ids'])}.")
-        config = self.generation_config
-        settings = {name: getattr(config, name, None) for name in
-                    (*self.OPTIONS, "max_new_tokens", "max_length", "bad_words_ids")}
-        if "max_new_tokens" in kwargs or "max_length" in kwargs:
-            settings.update(max_new_tokens=None, max_length=None)
-        settings.update({name: value for name, value in kwargs.items() if value is not None})
-
-        options = {self.OPTIONS[name]: settings[name] for name in self.OPTIONS if settings[name] is not None}
-        # generate's max_length counts the decoder start token; max_new_tokens and CTranslate2's length do not
-        new_tokens = settings["max_new_tokens"] or (settings["max_length"] or 20) - 1
-        if config.forced_eos_token_id is not None:  # generate spends the last step on </s>, CTranslate2 ends there
-            new_tokens -= 1
-        options["max_decoding_length"] = max(new_tokens, 1)
-        options["min_decoding_length"] = 0  # as generate: </s> may come first (CTranslate2's default is 1)
-        eos = config.eos_token_id if config.eos_token_id is not None else []
-        options["end_token"] = [self.target_tokens[i] for i in (eos if isinstance(eos, list) else [eos])] or None
-        if settings["bad_words_ids"]:
-            options["suppress_sequences"] = [[self.target_tokens[i] for i in ids] for ids in settings["bad_words_ids"]]
-        return options
-
-    def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs) -> list[list[int]]:
-        """Translate a padded batch of source ids; returns the generated target ids of each row (no start token)."""
-        options = self.translate_options(**kwargs)
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        rows = [[self.source_tokens[i] for i, keep in zip(ids, mask) if keep]
-                for ids, mask in zip(input_ids.tolist(), attention_mask.tolist())]
-        try:
-            results = self.translator.translate_batch(rows, max_input_length=0, **options)
-        except RuntimeError as error:  # e.g. "No position encodings are defined for positions >= 1024, ..."
-            raise ValueError(f"CTranslate2 cannot translate this batch: {error}") from None
-        return [[self.target_ids[token] for token in result.hypotheses[0]] for result in results]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# `vanilla-transformer export ctranslate2 CHECKPOINT OUT`
-
-
-def add_subcommand(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "export",
-        help="export a checkpoint to a CTranslate2 folder for fast translation",
-        description="Export a saved checkpoint folder to CTranslate2 (weights, vocabularies, tokenizer and decoding "
-                    "defaults); `vanilla-transformer translate --model OUT` then translates with it.",
-    )
-    formats = parser.add_subparsers(dest="format", required=True)
-    ct2 = formats.add_parser("ctranslate2", help="a CTranslate2 model folder (pip install vanilla-transformer[fast])")
-    ct2.add_argument("checkpoint", help="folder written by save_pretrained, with its tokenizer")
-    ct2.add_argument("out", help="folder to write the CTranslate2 model to")
-    ct2.add_argument("--quantization", choices=QUANTIZATIONS, default="float32",
-                     help="weight type (default float32); int8 is the fastest on CPUs")
-    ct2.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
-    ct2.set_defaults(func=_run, parser=ct2)
-
-
-def _run(args: argparse.Namespace) -> None:
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            out = to_ctranslate2(args.checkpoint, args.out, args.quantization, overwrite=args.overwrite)
-    except (ExportError, OSError) as error:
-        args.parser.error(str(error))
-    print(f"Exported {args.checkpoint} to the CTranslate2 folder {out} ({args.quantization}).")
 
 
 __all__ = ["CTranslate2Translator", "ExportError", "QUANTIZATIONS", "is_ctranslate2_folder", "to_ctranslate2"]

@@ -15,7 +15,6 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-
 TEMPLATE = "templates/model_card.md"
 CODE_URL = "https://pypi.org/project/vanilla-transformer/"
 TAGS = ["translation", "vanilla-transformer", "encoder-decoder", "attention-is-all-you-need"]
@@ -40,7 +39,8 @@ LANGUAGE_CODE = re.compile(r"[a-z]{2,3}")
 
 def _check_language(name: str, code: str | None) -> None:
     if code is not None and not (isinstance(code, str) and LANGUAGE_CODE.fullmatch(code)):
-        raise ValueError(f"{name}={code!r} is not an ISO 639 language code (two or three lowercase letters, e.g. 'de').")
+        raise ValueError(f"{name}={code!r} is not an ISO 639 language code (two or three lowercase letters, "
+                         "e.g. 'de').")
 
 
 def _split_metrics(metrics: dict[str, Any] | None) -> tuple[dict[str, float], str | None]:
@@ -267,4 +267,40 @@ def save_for_hub(model, tokenizer, output_dir: str | os.PathLike, **card_kwargs)
     return card
 
 
-__all__ = ["render_model_card", "save_for_hub"]
+def hub_id_from_path(src: Path) -> str | None:
+    """`owner/name` for a folder in the Hugging Face cache (`.../models--owner--name/snapshots/<revision>`)."""
+    for part in reversed(Path(src).resolve().parts):
+        match = re.fullmatch(r"models--([^/]+?)--([^/]+)", part)
+        if match:
+            return f"{match.group(1)}/{match.group(2)}"
+    return None
+
+
+def converted_model_card(model, out: Path, src: Path, *, family_title: str, architecture: str, kind: str,
+                         base_model: str | None, languages: tuple[str | None, str | None]) -> ModelCard:
+    """The card (README.md) of a checkpoint converted by `vanilla-transformer convert KIND` from a `family_title`
+    checkpoint (`architecture`) in `src`: `render_model_card`'s card naming the origin in its metadata (`base_model`,
+    a `converted-from-KIND` tag) and text, and keeping the source card's license: the weights are the source's."""
+    license_ = None
+    source_card = Path(src) / "README.md"
+    if source_card.is_file():
+        try:
+            license_ = ModelCard.load(source_card, ignore_metadata_errors=True).data.to_dict().get("license")
+        except Exception:  # an unreadable source card only costs the license line
+            license_ = None
+    origin = f"[`{base_model}`](https://huggingface.co/{base_model})" if base_model else f"`{Path(src).name}`"
+    summary = (
+        f"Not trained here: converted from the {family_title} checkpoint {origin} (`{architecture}`) with "
+        f"`vanilla-transformer convert {kind}`. The weights are unchanged, so the model computes the original's "
+        "logits up to float rounding and generates the same translations; the generation settings and the "
+        "tokenizer are the original's. The source's own card describes its training data and evaluation."
+    )
+    codes = {name: lang if isinstance(lang, str) and LANGUAGE_CODE.fullmatch(lang) else None
+             for name, lang in zip(("source_lang", "target_lang"), languages)}
+    card = render_model_card(model, **codes, training_summary=summary, base_model=base_model,
+                             license=license_ or "unknown", model_id=Path(out).name)
+    card.data.tags = [*(card.data.tags or []), f"converted-from-{kind}"]
+    return card
+
+
+__all__ = ["converted_model_card", "hub_id_from_path", "render_model_card", "save_for_hub"]

@@ -9,22 +9,22 @@ Shapes in comments: B batch, T target (query) length, S source (key) length, P c
 Dh head size (d_model / H), D d_model, V vocabulary size.
 
 This file is copied next to the weights by `save_pretrained` (Hub remote code), so it imports only torch,
-transformers and its sibling configuration file (and, when saving, the pipeline file that is saved with it).
+transformers and its siblings: the configuration file, `compat.py` (every difference between transformers releases)
+and, when saving, the pipeline file that is saved with them.
 """
 
 import copy
-import inspect
 import math
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.loss.loss_utils import fixed_cross_entropy
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
@@ -43,29 +43,32 @@ from transformers.utils.generic import can_return_tuple, merge_with_config_defau
 from transformers.utils.import_utils import is_torchdynamo_compiling
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
+from .compat import (
+    CACHE_ARGUMENT,
+    CACHE_FIELD,
+    accepts_cache_keyword,
+    cache_capacity,
+    quiet_about_the_configs_max_length,
+)
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 
-
 logger = logging.get_logger(__name__)
-
-# transformers 5.24 renamed the cache argument of models and mask functions, and the cache field of outputs, from
-# `past_key_values` to `cache` (the old names still work there, with a deprecation warning). This file takes either
-# name and speaks the installed version's.
-CACHE_ARGUMENT = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
-CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
-
 
 # ----------------------------------------------------------------------------------------------------------------
 # Input checks: a wrong id or mask must fail with a message, not an IndexError deep inside an embedding.
 
 
-def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
-    """Raise a ValueError naming the first id of `ids` outside `[0, vocab_size)`."""
+def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str, values: bool = True) -> None:
+    """Raise a ValueError naming the first id of `ids` outside `[0, vocab_size)`, or a shape that is not (B, L).
+
+    Looking at the values costs a host-device sync on an accelerator, so the stacks look only where ids come from the
+    user (`values=True`): not at the tokens of a cached decoding step, which the model itself predicted.
+    """
     if ids.dim() != 2:
         raise ValueError(f"{name} must have shape (batch_size, sequence_length), got {tuple(ids.shape)}.")
     if ids.numel() == 0:
         raise ValueError(f"{name} is empty (shape {tuple(ids.shape)}): there is nothing to encode.")
-    if is_torchdynamo_compiling():
+    if not values or is_torchdynamo_compiling():
         return
     bad = (ids < 0) | (ids >= vocab_size)
     if bad.any():
@@ -113,62 +116,65 @@ def sinusoidal_position_encoding(
     return torch.cat([angles.sin(), angles.cos()], dim=-1)  # (L, D): sin ... sin, cos ... cos
 
 
-def positions_skipping_padding(table: torch.Tensor, input_ids: torch.Tensor, pad_token_id: int,
-                               start: int) -> torch.Tensor:
-    """fairseq's numbering (`skip_padding_positions`): the k-th non-padding token of a row gets row `start + k - 1`
-    of `table`, padding tokens get zeros. (L, D) table, (B, T) ids -> (B, T, D)."""
-    is_token = input_ids != pad_token_id  # (B, T)
-    index = (start - 1 + is_token.cumsum(dim=1)).clamp(min=0)  # (B, T)
-    return table[index] * is_token.unsqueeze(-1).to(table.dtype)
+def token_positions(config: VanillaTransformerConfig, input_ids: torch.Tensor | None, past_length: int | torch.Tensor,
+                    length: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The rows of the positional table for `length` new tokens that follow `past_length` cached ones: their positions
+    past_length .. past_length + length - 1 plus `config.position_offset`, as a (T,) tensor shared by every row.
+
+    With fairseq's numbering (`config.skip_padding_positions`) positions count only the tokens of each row that are not
+    `pad_token_id`: the k-th token of a row is at past_length + k - 1, (B, T); padding tokens get a zero encoding, and
+    the second value is then the (B, T, 1) mask of 1 (token) and 0 (padding) that zeroes them, else None.
+    `past_length` is a 0-d tensor when a static cache is decoded under `torch.compile` (the position is then data).
+    """
+    start = config.position_offset + past_length
+    if config.skip_padding_positions and input_ids is not None:
+        is_token = input_ids != config.pad_token_id  # (B, T)
+        return (start - 1 + is_token.cumsum(dim=1)).clamp(min=0), is_token.unsqueeze(-1)  # (B, T), (B, T, 1)
+    return start + torch.arange(length, device=device), None  # (T,)
+
+
+def with_padding_zeroed(positions: torch.Tensor, is_token: torch.Tensor | None) -> torch.Tensor:
+    """fairseq's zero encoding at padding tokens: (B, T, D) encodings times the (B, T, 1) mask of `token_positions`."""
+    return positions if is_token is None else positions * is_token.to(positions.dtype)
+
+
+def check_position_ids(position_ids: torch.Tensor, expected_shape: tuple[int, int], values: bool) -> int | None:
+    """A ValueError for (B, T) `position_ids` of another shape than the input's, or (when asked to look at the values,
+    a device sync) for a negative position; returns the largest position then, else None."""
+    if tuple(position_ids.shape) != tuple(expected_shape):
+        raise ValueError(f"position_ids has shape {tuple(position_ids.shape)}, but the input has shape "
+                         f"{tuple(expected_shape)}; expected one position per input token.")
+    if not values or is_torchdynamo_compiling():
+        return None
+    lowest, highest = torch.aminmax(position_ids)
+    if lowest < 0:
+        raise ValueError(f"position_ids contains position {int(lowest)}; positions count from 0.")
+    return int(highest)
 
 
 class SinusoidalPositionalEncoding(nn.Module):
-    """Fixed sinusoids for any length; a table is kept for the lengths seen so far (it is not a weight)."""
+    """Fixed sinusoids for any position, looked up in a table of the positions needed so far (it is not a weight)."""
 
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__()
         self.d_model = config.d_model
         self.layout = config.sinusoidal_layout
         self.frequencies = config.sinusoidal_frequencies
-        self.offset = config.position_offset
-        self.initial_length = config.max_position_embeddings
-        self.pad_token_id = config.pad_token_id if config.skip_padding_positions else None
+        self.initial_rows = config.position_offset + config.max_position_embeddings
         self._table: torch.Tensor | None = None
 
-    def forward(self, past_length: int | torch.Tensor, length: int, like: torch.Tensor,
-                input_ids: torch.Tensor | None = None, capacity: int | None = None,
-                position_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """Encodings of positions past_length .. past_length + length - 1: (T, D) in `like`'s dtype and device
-        ((B, T, D) when `skip_padding_positions` numbers the tokens of `input_ids`, or for explicit (B, T)
-        `position_ids`, which a decoder-only model gets from generate when its prompts are left-padded).
-
-        `past_length` is a 0-d tensor when a static cache is decoded under `torch.compile`: the position is then data,
-        and `capacity` (the cache's length) says how many positions the table must hold.
-        """
-        if position_ids is not None:
-            last = capacity if is_torchdynamo_compiling() else int(position_ids.max()) + 1
-            table = self._table_for(self.offset + max(last or 0, self.initial_length), like)
-            return table[self.offset + position_ids]  # (B, T, D)
-        if isinstance(past_length, torch.Tensor):
-            table = self._table_for(self.offset + max(capacity or 0, self.initial_length), like)
-            start = self.offset + past_length
-            if self.pad_token_id is not None and input_ids is not None:
-                return positions_skipping_padding(table, input_ids, self.pad_token_id, start)
-            return table[start + torch.arange(length, device=like.device)]
-        end = self.offset + past_length + length
-        table = self._table_for(end, like)
-        if self.pad_token_id is not None and input_ids is not None:
-            return positions_skipping_padding(table, input_ids, self.pad_token_id, self.offset + past_length)
-        return table[self.offset + past_length : end]
-
-    def _table_for(self, end: int, like: torch.Tensor) -> torch.Tensor:
-        """The table of at least `end` rows, in `like`'s dtype and device (grown by doubling, kept between calls)."""
+    def reserve(self, rows: int, like: torch.Tensor) -> None:
+        """Make rows 0 .. rows - 1 ready for lookup, in `like`'s dtype and device (grown by doubling, kept between
+        calls, computed in float64 and rounded once)."""
         table = self._table
-        if table is None or table.shape[0] < end or table.device != like.device or table.dtype != like.dtype:
-            size = max(end, self.offset + self.initial_length, 2 * (table.shape[0] if table is not None else 0))
+        if table is None or table.shape[0] < rows or table.device != like.device or table.dtype != like.dtype:
+            size = max(rows, self.initial_rows, 2 * (table.shape[0] if table is not None else 0))
             table = sinusoidal_position_encoding(torch.arange(size), self.d_model, self.layout, self.frequencies)
-            self._table = table = table.to(device=like.device, dtype=like.dtype)
-        return table
+            self._table = table.to(device=like.device, dtype=like.dtype)
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        """(...) rows of the table (offset included) -> (..., D)."""
+        return self._table[position_ids]
 
 
 class LearnedPositionalEmbedding(nn.Embedding):
@@ -177,38 +183,28 @@ class LearnedPositionalEmbedding(nn.Embedding):
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config.max_position_embeddings + config.position_offset, config.d_model)
         self.offset = config.position_offset
-        self.pad_token_id = config.pad_token_id if config.skip_padding_positions else None
 
-    def forward(self, past_length: int | torch.Tensor, length: int, like: torch.Tensor,
-                input_ids: torch.Tensor | None = None, capacity: int | None = None,
-                position_ids: torch.Tensor | None = None) -> torch.Tensor:
-        if position_ids is not None:  # (B, T), see the sinusoids
-            if not is_torchdynamo_compiling() and int(position_ids.max()) >= self.num_embeddings - self.offset:
-                raise ValueError(
-                    f"Position {int(position_ids.max())} is beyond the {self.num_embeddings - self.offset} learned "
-                    "positions of this model (max_position_embeddings); shorten the input or use sinusoidal positions."
-                )
-            return self.weight[self.offset + position_ids]  # (B, T, D)
-        if isinstance(past_length, torch.Tensor):  # a static cache under torch.compile, see the sinusoids
-            if capacity is not None and capacity > self.num_embeddings - self.offset:
-                raise ValueError(f"The cache holds {capacity} positions, but this model has only "
-                                 f"{self.num_embeddings - self.offset} learned positions (max_position_embeddings).")
-            start = self.offset + past_length
-            if self.pad_token_id is not None and input_ids is not None:
-                return positions_skipping_padding(self.weight, input_ids, self.pad_token_id, start)
-            return self.weight[start + torch.arange(length, device=like.device)]
-        end = self.offset + past_length + length
-        if end > self.num_embeddings:
+    def reserve(self, rows: int, like: torch.Tensor) -> None:
+        """A ValueError if rows 0 .. rows - 1 are more than the model learned."""
+        if rows > self.num_embeddings:
             raise ValueError(
-                f"Position {past_length + length - 1} is beyond the {self.num_embeddings - self.offset} learned "
+                f"Position {rows - 1 - self.offset} is beyond the {self.num_embeddings - self.offset} learned "
                 "positions of this model (max_position_embeddings); shorten the input or use sinusoidal positions."
             )
-        if self.pad_token_id is not None and input_ids is not None:
-            return positions_skipping_padding(self.weight, input_ids, self.pad_token_id, self.offset + past_length)
-        return self.weight[self.offset + past_length : end]
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        """(...) rows (offset included) -> (..., D)."""
+        return self.weight[position_ids]
 
 
-def positional_encoding(config: VanillaTransformerConfig) -> nn.Module:
+def first_positions(module: SinusoidalPositionalEncoding | LearnedPositionalEmbedding, length: int,
+                    like: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    """The encodings the stacks add to positions 0 .. length - 1 (rows offset .. offset + length - 1): (L, D)."""
+    module.reserve(offset + length, like)
+    return module(offset + torch.arange(length, device=like.device))
+
+
+def positional_encoding(config: VanillaTransformerConfig) -> SinusoidalPositionalEncoding | LearnedPositionalEmbedding:
     if config.position_embedding_type == "learned":
         return LearnedPositionalEmbedding(config)
     return SinusoidalPositionalEncoding(config)
@@ -503,7 +499,9 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel):
         batch, length = inputs_embeds.shape[:2]
         check_attention_mask(attention_mask, (batch, length), "attention_mask")
 
-        hidden_states = inputs_embeds + self.embed_positions(0, length, inputs_embeds, input_ids)
+        rows, is_token = token_positions(self.config, input_ids, 0, length, inputs_embeds.device)  # (S,) or (B, S)
+        self.embed_positions.reserve(self.config.position_offset + length, inputs_embeds)
+        hidden_states = inputs_embeds + with_padding_zeroed(self.embed_positions(rows), is_token)
         hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
         # (B, 1, S, S) in the form the attention implementation takes; None when nothing is padded (sdpa). A row with
         # every key masked (an all-padding input) gives finite, meaningless outputs that reach no other row.
@@ -541,6 +539,7 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
         self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.normalize_before else None
         self.post_init()
 
+    @accepts_cache_keyword
     @merge_with_config_defaults
     @capture_outputs
     def forward(
@@ -555,17 +554,14 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
         position_ids: torch.LongTensor | None = None,  # (B, T), default P .. P+T-1
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        past_key_values = kwargs.pop("cache", past_key_values)  # the argument's name from transformers 5.24 on
         cross_attention = self.config.is_encoder_decoder
         prefix = "decoder_" if cross_attention else ""  # the decoder-only model's inputs are its only inputs
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError(f"Pass exactly one of {prefix}input_ids and {prefix}inputs_embeds to the decoder.")
         if cross_attention and encoder_hidden_states is None:
             raise ValueError("The decoder attends over the encoder output: encoder_hidden_states is required.")
-        if inputs_embeds is None:
-            check_token_ids(input_ids, self.embed_tokens.num_embeddings, f"{prefix}input_ids")
-            inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale  # (B, T, D)
-        batch, length = inputs_embeds.shape[:2]
+        inputs = input_ids if input_ids is not None else inputs_embeds
+        batch, length = inputs.shape[:2]
 
         if not cross_attention:  # decoder-only: the cache holds the self-attention keys and values, nothing else
             if use_cache and past_key_values is None:
@@ -584,18 +580,31 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
             # A static cache counts its positions in a tensor, which stays data when compiled; the positional table
             # must then hold the cache's whole length.
             if is_torchdynamo_compiling():
-                cache = self_attention_cache(past_key_values)  # get_max_length from transformers 5.24 on
-                capacity = (getattr(cache, "get_max_length", None) or cache.get_max_cache_shape)()
+                capacity = cache_capacity(self_attention_cache(past_key_values))
             else:
                 past_length = int(past_length)
         else:
             check_attention_mask(attention_mask, (batch, past_length + length), f"{prefix}attention_mask")
         if cross_attention:
             check_attention_mask(encoder_attention_mask, encoder_hidden_states.shape[:2], "attention_mask")
+        # A sequence starts here (nothing cached): its ids come from the user and are looked at. The ids of a cached
+        # step are the model's own predictions (generate), and looking would cost a device sync per token.
+        starts = capacity is None and past_length == 0
 
-        positions = self.embed_positions(past_length, length, inputs_embeds, input_ids, capacity=capacity,
-                                         position_ids=position_ids)
-        hidden_states = inputs_embeds + positions
+        if inputs_embeds is None:
+            check_token_ids(input_ids, self.embed_tokens.num_embeddings, f"{prefix}input_ids", values=starts)
+            inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale  # (B, T, D)
+        offset = self.config.position_offset
+        if position_ids is not None:  # generate's for the decoder-only model, counted from each row's first token
+            rows, is_token = offset + position_ids, None  # (B, T)
+            highest = check_position_ids(position_ids, (batch, length), values=starts)
+            # given by the user: as far as they go; in a cached step: the sequence goes on
+            needed = offset + (highest + 1 if highest is not None else past_length + length)
+        else:
+            rows, is_token = token_positions(self.config, input_ids, past_length, length, inputs_embeds.device)
+            needed = offset + past_length + length
+        self.embed_positions.reserve(offset + capacity if capacity is not None else needed, inputs_embeds)
+        hidden_states = inputs_embeds + with_padding_zeroed(self.embed_positions(rows), is_token)
         hidden_states = F.dropout(hidden_states, p=self.dropout, training=self.training)
 
         # Self-attention: causal (section 3.2.3), plus padding if a decoder mask is given, over the cached positions
@@ -647,6 +656,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         if self.config.share_encoder_decoder_embeddings:
             self.decoder.embed_tokens = value
 
+    @accepts_cache_keyword
     @can_return_tuple
     def forward(
         self,
@@ -661,7 +671,6 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         use_cache: bool | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqModelOutput:
-        past_key_values = kwargs.pop("cache", past_key_values)  # the argument's name from transformers 5.24 on
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
@@ -724,6 +733,22 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             self.generation_config.early_stopping = True
             self.generation_config.max_length = min(256, config.max_position_embeddings)
 
+    def generate(self, *args, **kwargs):
+        """`GenerationMixin.generate`, where a call asking for `max_new_tokens` is not told that `max_length` is set too.
+
+        The generation config holds the paper's decoding (section 6.1) and a `max_length` (at most 256 tokens, within
+        `max_position_embeddings`) for calls that ask for no length; `max_new_tokens` takes precedence over it, as
+        transformers documents, yet transformers logs a warning whenever a model's generation config holds any
+        `max_length`. That warning is left out while this model generates for a call that sets `max_new_tokens` and
+        no `max_length` of its own (see `compat.quiet_about_the_configs_max_length`); every other message stays.
+        """
+        passed = kwargs.get("generation_config", args[1] if len(args) > 1 else None)
+        max_new_tokens = kwargs.get("max_new_tokens", getattr(passed, "max_new_tokens", None))
+        max_length = kwargs.get("max_length", getattr(passed, "max_length", None))
+        own_max_length = max_length is None or max_length == self.generation_config.max_length
+        with quiet_about_the_configs_max_length(max_new_tokens is not None and own_max_length):
+            return super().generate(*args, **kwargs)
+
     def save_pretrained(self, save_directory, *args, **kwargs):
         """`PreTrainedModel.save_pretrained`, and the folder also serves `pipeline("translation", model=folder,
         trust_remote_code=True)` where this package is not installed: config.json names the pipeline in
@@ -772,6 +797,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
+    @accepts_cache_keyword
     @can_return_tuple
     def forward(
         self,
@@ -787,7 +813,6 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         use_cache: bool | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqLMOutput:
-        past_key_values = kwargs.pop("cache", past_key_values)  # the argument's name from transformers 5.24 on
         if labels is not None:
             if labels.dim() != 2:
                 raise ValueError(f"labels must have shape (batch_size, target_length), got {tuple(labels.shape)}.")
@@ -817,10 +842,8 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         if labels is not None:
             # Mean cross-entropy over the target tokens; over the tokens of the whole optimizer step when Trainer says
             # how many there are (gradient accumulation then sums to the step's mean).
-            loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100,
-                                   reduction="mean" if num_items_in_batch is None else "sum")
-            if num_items_in_batch is not None:
-                loss = loss / torch.as_tensor(num_items_in_batch, device=loss.device)
+            loss = fixed_cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1),
+                                       num_items_in_batch=num_items_in_batch, ignore_index=-100)
 
         return Seq2SeqLMOutput(
             loss=loss,
@@ -877,6 +900,7 @@ class VanillaTransformerForCausalLM(VanillaTransformerPreTrainedModel, Generatio
         self._tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
         self.post_init()
 
+    @accepts_cache_keyword
     @can_return_tuple
     def forward(
         self,
@@ -890,11 +914,7 @@ class VanillaTransformerForCausalLM(VanillaTransformerPreTrainedModel, Generatio
         logits_to_keep: int | torch.Tensor = 0,
         **kwargs: Unpack[TransformersKwargs],
     ) -> CausalLMOutputWithPast:
-        past_key_values = kwargs.pop("cache", past_key_values)  # the argument's name from transformers 5.24 on
         inputs = input_ids if input_ids is not None else inputs_embeds
-        if position_ids is not None and inputs is not None and tuple(position_ids.shape) != tuple(inputs.shape[:2]):
-            raise ValueError(f"position_ids has shape {tuple(position_ids.shape)}, but the input has shape "
-                             f"{tuple(inputs.shape[:2])}; expected one position per input token.")
         if labels is not None:
             if inputs is not None and tuple(labels.shape) != tuple(inputs.shape[:2]):
                 raise ValueError(f"labels must have the shape of input_ids {tuple(inputs.shape[:2])} (they are shifted "

@@ -11,17 +11,17 @@ None or a non-string raises an error that says so (v4 translated "" into whateve
 Importing `vanilla_transformer` registers this class for the `"translation"` task. A saved checkpoint carries this
 file and names it in `config.json` (`custom_pipelines`), so that without the package
 `pipeline("translation", model=folder_or_repo, trust_remote_code=True)` works too. It is therefore Hub remote code
-and imports only torch and transformers.
+and imports only torch, transformers and its sibling `compat.py` (saved with it).
 """
 
 import copy
 from typing import Any
 
 import torch
-
 from transformers import GenerationConfig, Pipeline
 from transformers.utils import ModelOutput, logging
 
+from .compat import pipeline_merges_generate_kwargs
 
 logger = logging.get_logger(__name__)
 
@@ -115,7 +115,8 @@ class TranslationPipeline(Pipeline):
             raise ValueError(f"Nothing to translate: {where} is None; pass a string or a list of strings.")
         if not isinstance(text, str):
             raise TypeError(
-                f"The translation pipeline translates strings, but {where} is of type {type(text).__name__} ({text!r:.80}); "
+                f"The translation pipeline translates strings, but {where} is of type {type(text).__name__} "
+                f"({text!r:.80}); "
                 "pass a string or a list of strings."
             )
         if not text.strip():
@@ -144,7 +145,8 @@ class TranslationPipeline(Pipeline):
 
     def _max_input_length(self) -> int | None:
         """The longest input the model takes: the tokenizer's `model_max_length` and the model's positions."""
-        limits = [getattr(self.tokenizer, "model_max_length", None), getattr(self.model.config, "max_position_embeddings", None)]
+        limits = [getattr(self.tokenizer, "model_max_length", None),
+                  getattr(self.model.config, "max_position_embeddings", None)]
         limits = [int(limit) for limit in limits if limit is not None and 0 < limit < _NO_LIMIT]
         return min(limits) if limits else None
 
@@ -188,10 +190,8 @@ class TranslationPipeline(Pipeline):
     def _generate_kwargs_for_call(self, generate_kwargs: dict) -> dict:
         """`generate()`'s arguments for one call: the call's parameters, over those given to `pipeline(...)`, over the
         model's generation config, over `_default_generation_config`. Parameters that cannot work raise ValueError."""
-        # Private API, transformers >= 5.20: `Pipeline._prepare_generate_kwargs` does exactly this merge.
-        prepare = getattr(super(), "_prepare_generate_kwargs", None)
-        if prepare is not None:
-            generate_kwargs = prepare(generate_kwargs)
+        if pipeline_merges_generate_kwargs(Pipeline):  # transformers >= 5.20 (see compat)
+            generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
             check_generation_parameters(self.model.generation_config, generate_kwargs)
             return generate_kwargs
         # transformers 5.18 - 5.19: `Pipeline.__init__` merged the other three into (public) `self.generation_config`.
@@ -202,7 +202,8 @@ class TranslationPipeline(Pipeline):
         others = generation_config.update(**generate_kwargs)  # returns what is not a generation parameter
         return {**others, "generation_config": generation_config}
 
-    def postprocess(self, model_outputs: dict, return_tensors: bool = False, clean_up_tokenization_spaces: bool = False):
+    def postprocess(self, model_outputs: dict, return_tensors: bool = False,
+                    clean_up_tokenization_spaces: bool = False):
         records = []
         for output_ids in model_outputs["output_ids"][0]:  # the n sequences of one input
             if return_tensors:
@@ -227,7 +228,8 @@ def check_generation_parameters(generation_config: GenerationConfig, generate_kw
     def whole_number(name: str, least: int, meaning: str) -> None:
         value = get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
-            raise ValueError(f"{name}={value!r} cannot work: it must be a whole number of at least {least} ({meaning}).")
+            raise ValueError(f"{name}={value!r} cannot work: it must be a whole number of at least {least} "
+                             f"({meaning}).")
 
     whole_number("num_beams", 1, "the hypotheses beam search keeps; 1 is greedy search")
     whole_number("num_return_sequences", 1, "translations returned per input")

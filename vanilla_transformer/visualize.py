@@ -4,6 +4,8 @@
     vanilla-transformer plot positions --d-model 128 --length 100 --out positions.png
     vanilla-transformer plot training --run OUTPUT_DIR --out training.png
 
+(the command is `commands/plot.py`; folders are opened by `loading.load_checkpoint`.)
+
 Each picture is also a Python function returning a matplotlib `Figure` (`plot_attention`, `plot_positions`,
 `plot_training`); `attention_weights` and `positional_encoding_matrix` return the numbers they draw. The figures
 are made with matplotlib's object-oriented API (no pyplot state, no backend switching): save them with
@@ -11,12 +13,9 @@ are made with matplotlib's object-oriented API (no pyplot state, no backend swit
 `pip install "vanilla-transformer[plot]"`.
 """
 
-import argparse
 import json
 import math
 import os
-import re
-import sys
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,9 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .configuration_vanilla_transformer import SINUSOIDAL_FREQUENCIES, SINUSOIDAL_LAYOUTS, VanillaTransformerConfig
-from .modeling_vanilla_transformer import positional_encoding
-
+from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .modeling_vanilla_transformer import first_positions, positional_encoding
 
 ATTENTION_KINDS = ("cross", "encoder", "decoder")
 _INSTALL_HINT = 'pip install "vanilla-transformer[plot]"'
@@ -96,110 +94,47 @@ def attention_weights(
     teacher-forced in one forward pass, which gives the same weights as step-by-step decoding with the cache.
     `layer` counts from 0; negative values count from the last layer.
     """
+    from .explore import run_with_attentions, stacked_attentions
+
     if kind not in ATTENTION_KINDS:
         raise ValueError(f"kind={kind!r} is not one of {list(ATTENTION_KINDS)}")
     if not text or not text.strip():
         raise ValueError("the source text is empty: there is nothing to attend to")
     config = model.config
-    num_layers = config.encoder_layers if kind == "encoder" else config.decoder_layers
-    side = "encoder" if kind == "encoder" else "decoder"
-    if not config.is_encoder_decoder:
-        return _single_stack_attention_weights(model, tokenizer, text, target, kind, layer, generate_kwargs)
-    layer = _check_index(layer, num_layers, "layer", f"the {side} has {num_layers} layers")
+    if config.is_encoder_decoder:
+        side = "encoder" if kind == "encoder" else "decoder"
+        num_layers = config.encoder_layers if kind == "encoder" else config.decoder_layers
+        layer = _check_index(layer, num_layers, "layer", f"the {side} has {num_layers} layers")
+    else:  # decoder-only (kind="decoder": the prompt, then the continuation) or encoder-only (kind="encoder")
+        decoder_only = model.can_generate()
+        stack = "decoder-only" if decoder_only else "encoder-only"
+        if kind != ("decoder" if decoder_only else "encoder"):
+            raise ValueError(f"kind={kind!r} does not exist in this {stack} model: its attention is kind="
+                             f"{'decoder' if decoder_only else 'encoder'!r} (self-attention"
+                             f"{', masked' if decoder_only else ''})")
+        if target is not None and not decoder_only:
+            raise ValueError("an encoder-only model reads one text: give no target")
+        num_layers = config.decoder_layers if decoder_only else config.encoder_layers
+        layer = _check_index(layer, num_layers, "layer", f"the {stack} model has {num_layers} layers")
 
-    device = next(model.parameters()).device
-    encoded = tokenizer(text, return_tensors="pt")
-    source = {name: encoded[name].to(device) for name in ("input_ids", "attention_mask") if name in encoded}
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            target_generated = target is None
-            if target_generated:
-                generated = model.generate(**source, **(generate_kwargs or {}))[0]  # (<start>, y_1, ..., </s>, pad...)
-                labels = generated[1:]
-                eos_ids = config.eos_token_id if isinstance(config.eos_token_id, list) else [config.eos_token_id]
-                eos = torch.isin(labels, torch.tensor(eos_ids, device=labels.device)).nonzero()
-                if len(eos):
-                    labels = labels[: int(eos[0]) + 1]
-                target = tokenizer.decode(labels, skip_special_tokens=True)
-                labels = labels[None]
-            else:
-                if not target.strip():
-                    raise ValueError("the target text is empty; leave it out to attend over the model's translation")
-                labels = tokenizer(text_target=target, return_tensors="pt")["input_ids"].to(device)
-            decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)  # <start> y_1 ... y_{n-1}
-            outputs = model(**source, decoder_input_ids=decoder_input_ids, output_attentions=True, use_cache=False)
-    finally:
-        model.train(was_training)
-
-    source_tokens = tokenizer.convert_ids_to_tokens(source["input_ids"][0].tolist())
+    run = run_with_attentions(model, tokenizer, text, target, generate_kwargs=generate_kwargs, truncate=False)
+    source_tokens = tokenizer.convert_ids_to_tokens(run.source_ids)
     if kind == "cross":
-        weights, queries, keys = outputs.cross_attentions, tokenizer.convert_ids_to_tokens(labels[0].tolist()), source_tokens
+        queries, keys = tokenizer.convert_ids_to_tokens(run.target_ids), source_tokens
     elif kind == "encoder":
-        weights, queries, keys = outputs.encoder_attentions, source_tokens, source_tokens
+        queries, keys = source_tokens, source_tokens
     else:
-        weights, queries = outputs.decoder_attentions, tokenizer.convert_ids_to_tokens(decoder_input_ids[0].tolist())
-        keys = queries
+        queries = keys = tokenizer.convert_ids_to_tokens(run.decoder_input_ids)
     return AttentionMap(
-        weights=weights[layer][0].float().cpu().numpy(),  # (H, Q, K)
+        weights=stacked_attentions(run)[kind][layer].numpy(),  # (H, Q, K)
         query_tokens=queries,
         key_tokens=keys,
         kind=kind,
         layer=layer,
         num_layers=num_layers,
         source=text,
-        target=target,
-        target_generated=target_generated,
-    )
-
-
-def _single_stack_attention_weights(model, tokenizer, text: str, target: str | None, kind: str, layer: int,
-                                    generate_kwargs: dict | None) -> AttentionMap:
-    """`attention_weights` of a decoder-only model (`kind="decoder"`: the prompt, then `target` or the model's own
-    continuation) or an encoder-only one (`kind="encoder"`: the text)."""
-    config = model.config
-    decoder_only = model.can_generate()
-    stack = "decoder-only" if decoder_only else "encoder-only"
-    if kind != ("decoder" if decoder_only else "encoder"):
-        raise ValueError(f"kind={kind!r} does not exist in this {stack} model: its attention is kind="
-                         f"{'decoder' if decoder_only else 'encoder'!r} (self-attention{', masked' if decoder_only else ''})")
-    if target is not None and not decoder_only:
-        raise ValueError("an encoder-only model reads one text: give no target")
-    num_layers = config.decoder_layers if decoder_only else config.encoder_layers
-    layer = _check_index(layer, num_layers, "layer", f"the {stack} model has {num_layers} layers")
-    device = next(model.parameters()).device
-    # a prompt is tokenized as pipeline("text-generation") does: without special tokens (no end-of-text after it)
-    input_ids = tokenizer(text, add_special_tokens=not decoder_only, return_tensors="pt")["input_ids"].to(device)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            target_generated = decoder_only and target is None
-            if target_generated:
-                generated = model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
-                                           **(generate_kwargs or {}))[0]
-                target = tokenizer.decode(generated[input_ids.shape[1] :], skip_special_tokens=True)
-                input_ids = generated[None]
-            elif decoder_only:
-                if not target.strip():
-                    raise ValueError("the target text is empty; leave it out to attend over the model's continuation")
-                continuation = tokenizer(target, add_special_tokens=False, return_tensors="pt")["input_ids"]
-                input_ids = torch.cat([input_ids, continuation.to(device)], dim=1)
-            outputs = model(input_ids=input_ids, output_attentions=True)
-    finally:
-        model.train(was_training)
-    tokens = tokenizer.convert_ids_to_tokens(input_ids[0].tolist())
-    return AttentionMap(
-        weights=outputs.attentions[layer][0].float().cpu().numpy(),  # (H, L, L)
-        query_tokens=tokens,
-        key_tokens=tokens,
-        kind=kind,
-        layer=layer,
-        num_layers=num_layers,
-        source=text,
-        target=target or "",
-        target_generated=target_generated,
+        target=run.target or "",
+        target_generated=run.target_generated,
     )
 
 
@@ -303,7 +238,8 @@ def plot_attention(
 # Positional encodings
 
 
-def _sinusoidal_config(d_model: int, layout: str, frequencies: str, offset: int, length: int) -> VanillaTransformerConfig:
+def _sinusoidal_config(d_model: int, layout: str, frequencies: str, offset: int,
+                       length: int) -> VanillaTransformerConfig:
     # one head, so that any even d_model is a valid configuration; only the positional options matter here
     return VanillaTransformerConfig(
         d_model=d_model, encoder_attention_heads=1, decoder_attention_heads=1, sinusoidal_layout=layout,
@@ -329,8 +265,8 @@ def positional_encoding_matrix(
     """
     if length < 1:
         raise ValueError(f"length must be at least 1, got {length}")
-    if model is not None:
-        module = model.get_encoder().embed_positions
+    if model is not None:  # the encoder's (or the one stack's) positions
+        module = (model.get_encoder() if model.config.is_encoder_decoder else model.model).embed_positions
         like = next(model.parameters())
     else:
         config = config if config is not None else _sinusoidal_config(d_model, layout, frequencies, offset, length)
@@ -338,8 +274,9 @@ def positional_encoding_matrix(
             raise ValueError("learned position embeddings are weights: pass the trained model (model=...) to see them")
         module = positional_encoding(config)
         like = torch.empty(0)
+    offset = (model.config if model is not None else config).position_offset
     with torch.no_grad():
-        return module(0, length, like).float().cpu().numpy()  # (L, D)
+        return first_positions(module, length, like, offset).float().cpu().numpy()  # (L, D)
 
 
 def plot_positions(
@@ -406,7 +343,10 @@ def plot_positions(
 
 def find_trainer_state(run: str) -> str:
     """The trainer_state.json of a run: `run` itself, `run/trainer_state.json` (a checkpoint folder, or an output
-    folder after `trainer.save_state()`), else that of the latest `run/checkpoint-*` folder."""
+    folder after `trainer.save_state()`), else that of the latest `run/checkpoint-*` folder (transformers'
+    `get_last_checkpoint`, as `Trainer` resumes)."""
+    from transformers.trainer_utils import get_last_checkpoint
+
     if not os.path.exists(run):
         raise FileNotFoundError(f"run folder not found: {run}")
     if os.path.isfile(run):
@@ -414,17 +354,13 @@ def find_trainer_state(run: str) -> str:
     direct = os.path.join(run, "trainer_state.json")
     if os.path.isfile(direct):
         return direct
-    checkpoints = []
-    for name in os.listdir(run):
-        match = re.fullmatch(r"checkpoint-(\d+)", name)
-        if match and os.path.isfile(os.path.join(run, name, "trainer_state.json")):
-            checkpoints.append((int(match.group(1)), os.path.join(run, name, "trainer_state.json")))
-    if not checkpoints:
+    latest = get_last_checkpoint(run)
+    if latest is None or not os.path.isfile(os.path.join(latest, "trainer_state.json")):
         raise FileNotFoundError(
             f"no trainer_state.json in {run} or in a checkpoint-* folder inside it; Trainer writes one with each "
             "checkpoint and with trainer.save_state()"
         )
-    return max(checkpoints)[1]
+    return os.path.join(latest, "trainer_state.json")
 
 
 def _is_bleu(key: str) -> bool:
@@ -494,7 +430,7 @@ def plot_training(run: str, *, metrics: Sequence[str] | None = None, figsize: tu
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Command line: `vanilla-transformer plot {attention,positions,training}`
+# Saving
 
 
 def save_figure(fig, out: str, dpi: float = 150) -> None:
@@ -503,138 +439,3 @@ def save_figure(fig, out: str, dpi: float = 150) -> None:
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"cannot write {out}: the folder {folder} does not exist")
     fig.savefig(out, dpi=dpi)
-
-
-def _head(value: str) -> int | str:
-    if value in ("all", "mean"):
-        return value
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a head index, 'all' or 'mean'") from None
-
-
-def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, metavar="FILE", help="image to write (.png, .svg, .pdf, ...)")
-    parser.add_argument("--dpi", type=float, default=150, help="pixels per inch (default 150)")
-    parser.add_argument("--figsize", type=float, nargs=2, metavar=("W", "H"), help="figure size in inches")
-
-
-def add_subcommand(subparsers) -> None:
-    plot = subparsers.add_parser("plot", help="draw attention maps, positional encodings or training curves",
-                                 description=__doc__.split("\n\n")[0])
-    kinds = plot.add_subparsers(dest="picture", required=True)
-
-    parser = kinds.add_parser("attention", help="attention heatmaps of a saved model for one sentence",
-                              description=plot_attention.__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, metavar="DIR", help="folder written by save_pretrained (model + tokenizer)")
-    parser.add_argument("--text", required=True, help="source sentence (a decoder-only model's prompt)")
-    parser.add_argument("--target", help="target sentence (default: the model's own translation, or a decoder-only "
-                                         "model's own continuation)")
-    parser.add_argument("--kind", choices=ATTENTION_KINDS, default="cross",
-                        help="cross = decoder over source (default), encoder / decoder = self-attention")
-    parser.add_argument("--layer", type=int, default=-1, help="layer index from 0; negative counts from the last (default -1)")
-    parser.add_argument("--head", type=_head, default="all", help="head index from 0, 'all' (grid, default) or 'mean'")
-    parser.add_argument("--num-beams", type=int, help="beam size when translating (default: the model's generation_config)")
-    parser.add_argument("--max-new-tokens", type=int, help="longest translation when translating")
-    parser.add_argument("--device", help="cpu, cuda, ... (default: cuda when available)")
-    _add_output_arguments(parser)
-    parser.set_defaults(func=lambda args, parser=parser: _run(parser, args, _attention))
-
-    parser = kinds.add_parser("positions", help="the positional-encoding matrix as the model computes it",
-                              description=plot_positions.__doc__.split("\n\n")[0])
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--d-model", type=int, default=128, help="width of the encoding (default 128)")
-    source.add_argument("--model", metavar="DIR", help="draw this saved model's positional encoding instead (learned too)")
-    parser.add_argument("--length", type=int, default=100, help="number of positions (default 100)")
-    parser.add_argument("--layout", choices=SINUSOIDAL_LAYOUTS,
-                        help="interleaved = sin/cos alternating as in the paper (default); concatenated = sines, then "
-                             "cosines (tensor2tensor, Marian, fairseq)")
-    parser.add_argument("--frequencies", choices=SINUSOIDAL_FREQUENCIES,
-                        help="wavelengths 10000^(2i/d_model) (paper, default) or 10000^(i/(d_model/2-1)) (tensor2tensor)")
-    parser.add_argument("--offset", type=int, help="added to every position (default 0; fairseq: pad id + 1)")
-    parser.add_argument("--dims", type=int, nargs="+", help="dimensions to draw as curves")
-    _add_output_arguments(parser)
-    parser.set_defaults(func=lambda args, parser=parser: _run(parser, args, _positions))
-
-    parser = kinds.add_parser("training", help="loss, learning rate and BLEU against step from trainer_state.json",
-                              description=plot_training.__doc__.split("\n\n")[0])
-    parser.add_argument("--run", required=True, metavar="DIR",
-                        help="Trainer output folder, a checkpoint-* folder in it, or a trainer_state.json")
-    parser.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
-                        help="evaluation metric for the last panel, e.g. eval_bleu (repeatable; default: BLEU)")
-    _add_output_arguments(parser)
-    parser.set_defaults(func=lambda args, parser=parser: _run(parser, args, _training))
-
-
-def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, draw) -> None:
-    """Draw and save; a user error (bad path, unknown layer, missing matplotlib) is one line on stderr, exit 1."""
-    for name in ("num_beams", "max_new_tokens", "length", "d_model"):
-        value = getattr(args, name, None)
-        if value is not None and value < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-    if args.dpi <= 0 or (args.figsize and min(args.figsize) <= 0):
-        parser.error("--dpi and --figsize must be positive")
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # no "Loading weights" bar from from_pretrained
-    try:
-        _figure()  # fail before loading a model when matplotlib is missing
-        fig = draw(args)
-        save_figure(fig, args.out, args.dpi)
-    except (ImportError, OSError, ValueError) as error:
-        sys.exit(f"{parser.prog}: error: {error}")
-    width, height = fig.get_size_inches() * args.dpi
-    print(f"Wrote {args.out} ({round(width)}x{round(height)} pixels)")
-
-
-# A folder saved from a decoder-only or encoder-only model records its class in config.json (`architectures`).
-_SINGLE_STACK_AUTO_CLASSES = {
-    "VanillaTransformerForCausalLM": "AutoModelForCausalLM",
-    "VanillaTransformerForMaskedLM": "AutoModelForMaskedLM",
-    "VanillaTransformerForSequenceClassification": "AutoModelForSequenceClassification",
-}
-
-
-def _load_any_model_and_tokenizer(path: str, device: str | None):
-    """A saved folder's model as the class it was saved from, and its tokenizer."""
-    import transformers
-
-    from .translate import load_model_and_tokenizer
-
-    model, tokenizer = None, None
-    if os.path.isfile(os.path.join(path, "config.json")):
-        architectures = transformers.AutoConfig.from_pretrained(path).architectures or []
-        auto_class = _SINGLE_STACK_AUTO_CLASSES.get(architectures[0] if architectures else None)
-        if auto_class is not None:
-            model = getattr(transformers, auto_class).from_pretrained(path)
-            tokenizer = transformers.AutoTokenizer.from_pretrained(path)
-            device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-            return model.to(device).eval(), tokenizer
-    return load_model_and_tokenizer(path, device)
-
-
-def _attention(args: argparse.Namespace):
-    model, tokenizer = _load_any_model_and_tokenizer(args.model, args.device)
-    generate_kwargs = {name: getattr(args, name) for name in ("num_beams", "max_new_tokens")
-                       if getattr(args, name) is not None}
-    return plot_attention(model, tokenizer, args.text, args.target, kind=args.kind, layer=args.layer, head=args.head,
-                          generate_kwargs=generate_kwargs,
-                          figsize=tuple(args.figsize) if args.figsize else None)
-
-
-def _positions(args: argparse.Namespace):
-    options = {name: getattr(args, name) for name in ("layout", "frequencies", "offset") if getattr(args, name) is not None}
-    model = None
-    if args.model:
-        if options:
-            raise ValueError(f"--{'/--'.join(options)} come from the model's config when --model is given")
-        from .translate import load_model
-
-        model = load_model(args.model, "cpu")
-    return plot_positions(args.d_model, args.length, model=model, dims=args.dims, **options,
-                          **({"figsize": tuple(args.figsize)} if args.figsize else {}))
-
-
-def _training(args: argparse.Namespace):
-    return plot_training(args.run, metrics=args.metrics, figsize=tuple(args.figsize) if args.figsize else None)

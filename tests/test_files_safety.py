@@ -1,0 +1,645 @@
+"""Nothing a user saved is lost (issue 17): safe output folders, atomic saves, resumable after any kill, text read line
+for line — proven by fault injection.
+
+Kills are real SIGKILLs: a forked copy of this process runs the command and kills itself at the k-th file-system
+event (Python's audit hooks: open for writing, mkdir, rename/replace, remove, rmtree) that touches the save under
+test, so every kill point between "staging folder made" and "renamed into place" is hit exactly. A full disk is
+RLIMIT_FSIZE in the forked copy (writes past the limit fail with EFBIG). The oracles: an uninterrupted run of the
+same training (weights read from the safetensors files), `wc -l`, the bytes of the files that were there before.
+"""
+
+import hashlib
+import json
+import os
+import pathlib
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from helpers import run_main
+from training.average_checkpoints import main as average_main
+from training.data import DataError, read_parallel_files
+from training.train import checkpoint_problem
+from training.train import main as train_main
+from vanilla_transformer.files import (
+    OutputError,
+    RunLock,
+    TextFileError,
+    has_model,
+    read_text_lines,
+    staged_folder,
+)
+
+TINY_OPTIONS = dict(
+    d_model=32, encoder_layers=1, decoder_layers=1, attention_heads=2, ffn_dim=64, vocab_size=90,
+    demo_train_size=120, max_tokens=250, max_test_samples=8, per_device_eval_batch_size=8,
+    config_overrides="max_position_embeddings=20", report_to="none", disable_tqdm="true", num_sample_translations=0,
+    warmup_steps=4, max_steps=6, save_steps=2, logging_steps=1, dropout=0.0, save_total_limit=3,
+)
+
+
+MODEL_OPTIONS = ("d_model", "encoder_layers", "decoder_layers", "attention_heads", "ffn_dim", "config_overrides",
+                 "dropout")
+
+
+def tiny(**options) -> list[str]:
+    return [item for name, value in {**TINY_OPTIONS, **options}.items() for item in (f"--{name}", str(value))]
+
+
+def tree_digest(folder) -> dict[str, str]:
+    """{relative path: sha256} of every file under `folder` (hidden lock files aside)."""
+    digest = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                digest[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
+    return digest
+
+
+def run_forked(function, *, kill_at: int | None = None, watch: str = "", fsize: int | None = None, log=None):
+    """Run `function()` in a forked copy of this process. With `kill_at`, the copy SIGKILLs itself just before its
+    `kill_at`-th file-system event whose path contains `watch`; with `fsize`, no file may grow past that many bytes.
+    Returns (exit status: the exit code, or -signal; stderr, and the list of events seen)."""
+    read_end, write_end = os.pipe()
+    events_path = f"{log or '/tmp'}.events" if log else None
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 1
+        try:
+            os.close(read_end)
+            os.dup2(write_end, 2)
+            if fsize is not None:
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG
+                resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+            seen = []
+
+            def hook(event, args):
+                if event not in ("open", "os.mkdir", "os.rename", "os.remove", "shutil.rmtree"):
+                    return
+                if event == "open" and not (isinstance(args[1], str) and args[1][:1] in "wax"):
+                    return
+                path = os.fspath(args[0]) if isinstance(args[0], (str, bytes, os.PathLike)) else ""
+                path = path.decode() if isinstance(path, bytes) else path
+                if watch not in path or path == events_path:
+                    return
+                seen.append(f"{event} {path}")
+                if events_path:
+                    with open(events_path, "a") as f:
+                        f.write(f"{event} {path}\n")
+                if kill_at is not None and len(seen) >= kill_at:
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+            if kill_at is not None or events_path:
+                sys.addaudithook(hook)
+            function()
+            code = 0
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else 1
+            if isinstance(exit.code, str):
+                os.write(2, exit.code.encode() + b"\n")
+        except BaseException as error:  # noqa: BLE001
+            os.write(2, f"child raised {type(error).__name__}: {error}\n".encode())
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as f:
+        stderr = f.read().decode("utf-8", "replace")
+    _, status = os.waitpid(pid, 0)
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    return code, stderr
+
+
+def assert_whole_checkpoints(out) -> list[str]:
+    """Every visible checkpoint-STEP folder can be resumed from; returns their names."""
+    names = sorted(n for n in os.listdir(out) if n.startswith("checkpoint-"))
+    for name in names:
+        assert checkpoint_problem(os.path.join(out, name)) is None, name
+    return names
+
+
+def assert_same_weights(folder, reference):
+    ours, theirs = load_file(os.path.join(folder, "model.safetensors")), load_file(os.path.join(reference,
+                                                                                                "model.safetensors"))
+    assert set(ours) == set(theirs)
+    for name in theirs:
+        torch.testing.assert_close(ours[name], theirs[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """An uninterrupted tiny run (6 steps, checkpoints at 2, 4, 6): the oracle of every resumed run."""
+    out = tmp_path_factory.mktemp("reference") / "run"
+    train_main(["--output_dir", str(out), *tiny()])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Case 5: kill -9 at every point of a checkpoint save and of the final save; a full disk
+
+
+# The 18 file-system events of saving checkpoint-4 (measured on transformers 5.24): 1 makedirs of the staging folder,
+# 4-9 the remote-code files and config.json (the weights follow), 11 generation_config.json, 13 tokenizer files,
+# 15-16 trainer_state.json (after the optimizer, scheduler and RNG states), 17 the rename into place, 18 the staging
+# folder's removal. Kill points: before the first write, after the weights, after the optimizer state, before and
+# after the rename.
+CHECKPOINT_KILL_POINTS = (1, 4, 11, 15, 17, 18)
+
+
+@pytest.mark.parametrize("kill_at", CHECKPOINT_KILL_POINTS)
+def test_kill_during_a_checkpoint_save_leaves_whole_checkpoints_and_resume_ends_as_an_uninterrupted_run(
+        tmp_path, finished, kill_at, capsys):
+    out = tmp_path / "run"
+    argv = ["--output_dir", str(out), *tiny()]
+    code, stderr = run_forked(lambda: train_main(argv), kill_at=kill_at, watch="checkpoint-4")
+    assert code == -signal.SIGKILL, stderr
+    names = assert_whole_checkpoints(out)
+    assert names in (["checkpoint-2"], ["checkpoint-2", "checkpoint-4"])  # the old whole state or the new one
+    assert not has_model(out)
+    train_main([*argv, "--resume_from_checkpoint", "true"])
+    assert_same_weights(out, finished)
+    assert not [n for n in os.listdir(out) if ".staging-" in n]  # the killed run's staging folder is gone
+    assert assert_whole_checkpoints(out) == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
+
+
+# The 33 events of the final save: 3 test_predictions.txt, 11 config.json, 16 trainer_state.json, 20-32 files moved
+# into --output_dir, 32 the weights (the commit), 33 the staging folder's removal.
+FINAL_KILL_POINTS = (3, 16, 20, 28, 32, 33)
+
+
+@pytest.mark.parametrize("kill_at", FINAL_KILL_POINTS)
+def test_kill_during_the_final_save_leaves_no_model_or_the_whole_model_and_resume_ends_as_uninterrupted(
+        tmp_path, finished, kill_at):
+    out = tmp_path / "run"
+    argv = ["--output_dir", str(out), *tiny()]
+    code, stderr = run_forked(lambda: train_main(argv), kill_at=kill_at, watch="final-model")
+    assert code == -signal.SIGKILL, stderr
+    assert assert_whole_checkpoints(out) == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
+    if has_model(out):  # the weights are the commit point: whatever is there is the whole new model
+        assert_same_weights(out, finished)
+        from vanilla_transformer.checkpoint import check_checkpoint
+
+        check_checkpoint(out)
+    train_main([*argv, "--resume_from_checkpoint", "true"])
+    assert_same_weights(out, finished)
+    assert not [n for n in os.listdir(out) if ".staging-" in n]
+
+
+def test_resume_skips_an_incomplete_checkpoint_and_says_which(tmp_path, finished, capsys):
+    """A half-written checkpoint (as a kill left them before: weights and optimizer, no trainer_state.json)."""
+    out = tmp_path / "run"
+    argv = ["--output_dir", str(out), *tiny()]
+    code, stderr = run_forked(lambda: train_main(argv), kill_at=1, watch="checkpoint-6")
+    assert code == -signal.SIGKILL, stderr
+    shutil.copytree(out / "checkpoint-4", out / "checkpoint-6")
+    os.remove(out / "checkpoint-6" / "trainer_state.json")
+    code, stdout, stderr = run_main(train_main, [*argv, "--resume_from_checkpoint", "true"], capsys)
+    assert code == 0, stderr
+    assert f"Skipping {out / 'checkpoint-6'}: incomplete (no trainer_state.json)" in stdout
+    assert_same_weights(out, finished)
+
+
+def test_a_full_disk_is_one_line_naming_the_folder_and_what_was_there_stays_whole(tmp_path, finished, capsys):
+    out = tmp_path / "run"
+    argv = ["--output_dir", str(out), *tiny()]
+    code, stderr = run_forked(lambda: train_main(argv), kill_at=1, watch="checkpoint-4")
+    before = tree_digest(out / "checkpoint-2")
+    # the next run may write no file larger than 20 kB: the model's weights (~100 kB) fail with EFBIG
+    code, stderr = run_forked(lambda: train_main([*argv, "--resume_from_checkpoint", "true"]), fsize=20_000)
+    assert code == 1, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: Cannot write to {out}") and "Traceback" not in stderr, stderr
+    assert tree_digest(out / "checkpoint-2") == before
+    assert assert_whole_checkpoints(out) == ["checkpoint-2"]
+    train_main([*argv, "--resume_from_checkpoint", "true"])  # with room again, the run ends as it would have
+    assert_same_weights(out, finished)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Case 1: a finished model in --output_dir is never replaced by a run that fails or was not asked to replace it
+
+
+def test_a_bad_option_into_a_finished_model_folder_writes_nothing(tmp_path, finished, capsys):
+    model = tmp_path / "M"
+    shutil.copytree(finished, model, ignore=shutil.ignore_patterns("checkpoint-*"))
+    before = tree_digest(model)
+    code, _, stderr = run_main(train_main, ["--output_dir", str(model), *tiny(warmup_steps=0, vocab_size=300)],
+                               capsys)
+    assert code == 1 and stderr.count("\n") == 1
+    assert tree_digest(model) == before  # tokenizer.json not replaced by the 300-token vocabulary
+
+
+def test_a_finished_model_is_refused_like_checkpoints_are(tmp_path, finished, capsys):
+    model = tmp_path / "M"
+    shutil.copytree(finished, model, ignore=shutil.ignore_patterns("checkpoint-*"))
+    before = tree_digest(model)
+    code, _, stderr = run_main(train_main, ["--output_dir", str(model), *tiny(max_steps=2)], capsys)
+    assert code == 1 and stderr.count("\n") == 1
+    assert "already holds a finished model" in stderr and "--resume_from_checkpoint" in stderr
+    assert "--overwrite_output_dir" in stderr
+    assert tree_digest(model) == before
+
+
+def test_overwrite_deletes_nothing_before_every_option_is_checked(tmp_path, finished, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    before = tree_digest(run)
+    code, _, stderr = run_main(train_main, ["--output_dir", str(run), "--overwrite_output_dir", "true",
+                                            *tiny(warmup_steps=0)], capsys)
+    assert code == 1 and "--warmup_steps" in stderr
+    assert tree_digest(run) == before  # the old checkpoints are all still there
+    # a bad data file is found before anything is deleted, too
+    code, _, stderr = run_main(train_main, ["--output_dir", str(run), "--overwrite_output_dir", "true",
+                                            "--preset", "multi30k", "--train_source", str(tmp_path / "no.en"),
+                                            "--train_target", str(tmp_path / "no.de"),
+                                            *tiny(average_last_n_checkpoints=0)], capsys)
+    assert code == 1 and "does not exist" in stderr
+    assert tree_digest(run) == before
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Cases 6, 7, 8: concurrent runs, resuming a finished run, output folders that cannot be written
+
+
+def test_a_second_concurrent_run_into_the_same_folder_is_refused(tmp_path, capsys):
+    out = tmp_path / "run"
+    with RunLock(out):  # another run holds the folder
+        code, _, stderr = run_main(train_main, ["--output_dir", str(out), *tiny(max_steps=2)], capsys)
+    assert code == 1 and "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1].startswith(f"error: {out} is in use by another run (process {os.getpid()}")
+    assert f"{out} is in use by another run (process {os.getpid()}" in stderr
+    assert not [n for n in os.listdir(out) if n.startswith("checkpoint-")]
+
+
+def test_the_lock_of_a_killed_run_is_taken_over_with_a_message(tmp_path, capsys):
+    out = tmp_path / "run"
+    code, _ = run_forked(lambda: train_main(["--output_dir", str(out), *tiny(max_steps=2)]), kill_at=1,
+                         watch="checkpoint-2")
+    assert code == -signal.SIGKILL
+    lock = out / ".vanilla-transformer.lock"
+    assert lock.is_file()  # left behind by the killed run
+    code, _, stderr = run_main(train_main, ["--output_dir", str(out), "--overwrite_output_dir", "true",
+                                            *tiny(max_steps=2)], capsys)
+    assert code == 0
+    assert f"Took over the lock of {out} from process" in stderr and "no longer running" in stderr
+    assert not lock.exists()
+
+
+def test_resuming_a_finished_run_changes_nothing(tmp_path, finished, capsys):
+    out = tmp_path / "run"
+    shutil.copytree(finished, out)
+    before = tree_digest(out)
+    code, stdout, stderr = run_main(train_main, ["--output_dir", str(out), "--resume_from_checkpoint", "true",
+                                                 *tiny()], capsys)
+    assert code == 0, stderr
+    assert "holds the finished run (step 6 of 6)" in stdout
+    assert tree_digest(out) == before  # no step 7, no checkpoint rotated away, the final model untouched
+
+
+@pytest.mark.parametrize("where", ["file", "under_file", "read_only"])
+def test_an_output_dir_that_cannot_be_written_is_one_line(tmp_path, where, capsys):
+    (tmp_path / "a_file").write_text("x")
+    if where == "read_only":
+        if os.geteuid() == 0:
+            pytest.skip("root writes into read-only folders; a read-only file system needs a mount")
+        (tmp_path / "ro").mkdir()
+        os.chmod(tmp_path / "ro", 0o555)
+    out = {"file": tmp_path / "a_file", "under_file": tmp_path / "a_file" / "run",
+           "read_only": tmp_path / "ro" / "run"}[where]
+    code, _, stderr = run_main(train_main, ["--output_dir", str(out), *tiny(max_steps=2)], capsys)
+    assert code == 1 and stderr.count("\n") == 1 and stderr.startswith("error: --output_dir: "), stderr
+    assert (tmp_path / "a_file").read_text() == "x"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Case 4: the training text reader reads lines as `wc -l` counts them
+
+
+def wc_l(path) -> int:
+    return int(subprocess.run(["wc", "-l", str(path)], capture_output=True, text=True, check=True).stdout.split()[0])
+
+
+def test_training_text_is_split_on_newlines_only_as_wc_counts(tmp_path):
+    odd = ["\x0c", "\u2028", "\u0085", "\u2029", "\x1c", "\x0b", "\r"]
+    sources = [f"line {i} {ch} rest" for i, ch in enumerate(odd)]
+    targets = [f"Zeile {i}" for i in range(len(odd))]
+    src, tgt = tmp_path / "train.en", tmp_path / "train.de"
+    src.write_bytes(("\ufeff" + "".join(s + "\n" for s in sources)).encode())
+    tgt.write_bytes("".join(t + "\r\n" for t in targets).encode())
+    pairs = read_parallel_files(str(src), str(tgt), "train")
+    assert len(pairs["source"]) == wc_l(src) == len(pairs["target"]) == wc_l(tgt) == 7
+    assert pairs["source"] == sources and pairs["target"] == targets  # aligned, BOM and \r\n endings removed
+
+    short = tmp_path / "short.de"
+    short.write_text("".join(t + "\n" for t in targets[:5]), encoding="utf-8")
+    with pytest.raises(DataError) as raised:
+        read_parallel_files(str(src), str(short), "train")
+    assert f"has {wc_l(src)} lines" in str(raised.value) and f"has {wc_l(short)}" in str(raised.value)
+
+
+def test_text_that_is_not_utf8_is_one_line_naming_the_file_and_byte(tmp_path):
+    latin = tmp_path / "latin.en"
+    latin.write_bytes("eins\nzwei drei\nfür\n".encode("latin-1"))
+    with pytest.raises(TextFileError) as raised:
+        read_text_lines(latin, "train source file")
+    message = str(raised.value)
+    assert "\n" not in message and str(latin) in message and "byte 16 (0xfc)" in message
+    utf16 = tmp_path / "utf16.en"
+    utf16.write_bytes("one\ntwo\n".encode("utf-16"))
+    with pytest.raises(TextFileError, match="UTF-16"):
+        read_text_lines(utf16, "train source file")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# staged_folder on its own
+
+
+def test_staged_folder_refuses_inputs_files_and_existing_folders(tmp_path):
+    source = tmp_path / "in"
+    (source / "sub").mkdir(parents=True)
+    (tmp_path / "file").write_text("x")
+    for target, words in [(source, "is one of the inputs"), (source / "sub", "inside the input"),
+                          (tmp_path, "contains the input"), (tmp_path / "file", "is a file"),
+                          (tmp_path / "file" / "x", "is a file, not a folder")]:
+        with pytest.raises(OutputError, match=words), staged_folder(target, inputs=[source], overwrite=True):
+            pass
+    with pytest.raises(OutputError, match="already exists and is not empty"), staged_folder(source / ".."):
+        pass
+
+
+def test_staged_folder_keeps_the_old_folder_until_the_new_one_is_whole(tmp_path):
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    with pytest.raises(RuntimeError), staged_folder(target, overwrite=True) as folder:
+        pathlib.Path(folder, "new.txt").write_text("half")
+        raise RuntimeError("killed mid-write")
+    assert sorted(os.listdir(tmp_path)) == ["out"] and tree_digest(target) == {
+        "old.txt": hashlib.sha256(b"old").hexdigest()}
+    # a killed writer's staging folder is cleaned up by the next one
+    code, _ = run_forked(lambda: _write_forever(target), kill_at=3, watch=".out.staging")  # after the first file
+    assert code == -signal.SIGKILL and [n for n in os.listdir(tmp_path) if ".staging-" in n]
+    assert (target / "old.txt").read_text() == "old"
+    with staged_folder(target, overwrite=True) as folder:
+        pathlib.Path(folder, "new.txt").write_text("new")
+    assert sorted(os.listdir(tmp_path)) == ["out"] and os.listdir(target) == ["new.txt"]
+
+
+def _write_forever(target):
+    with staged_folder(target, overwrite=True) as folder:
+        for i in range(10):
+            with open(os.path.join(folder, f"{i}.txt"), "w") as f:
+                f.write("x")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Case 3: average_checkpoints
+
+
+@pytest.fixture
+def two_checkpoints(tmp_path, finished):
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    return run
+
+
+def test_averaging_into_an_input_or_a_finished_model_or_a_file_is_refused(two_checkpoints, tmp_path, capsys):
+    run = two_checkpoints
+    before = tree_digest(run)
+    inputs = ["--checkpoints", str(run / "checkpoint-4"), str(run / "checkpoint-6")]
+    (tmp_path / "a_file").write_text("x")
+    for output, words in [(run / "checkpoint-6", "is one of the inputs"),
+                          (run / "checkpoint-6" / "avg", "is inside the input"),
+                          (run, "contains the input"),
+                          (tmp_path / "a_file", "is a file")]:
+        code, _, stderr = run_main(average_main, [*inputs, "--output_dir", str(output), "--overwrite"], capsys)
+        assert code == 2 and stderr.count("\n") == 1 and words in stderr, (output, stderr)
+    model = tmp_path / "M"
+    shutil.copytree(run, model, ignore=shutil.ignore_patterns("checkpoint-*"))
+    model_before = tree_digest(model)
+    code, _, stderr = run_main(average_main, [*inputs, "--output_dir", str(model)], capsys)
+    assert code == 2 and "already exists and is not empty; give --overwrite" in stderr
+    assert tree_digest(model) == model_before and tree_digest(run) == before
+    assert (tmp_path / "a_file").read_text() == "x"
+    code, _, stderr = run_main(average_main, [*inputs, "--output_dir", str(model), "--overwrite"], capsys)
+    assert code == 0, stderr
+    averaged = load_file(model / "model.safetensors")
+    four, six = load_file(run / "checkpoint-4" / "model.safetensors"), load_file(run / "checkpoint-6" /
+                                                                                   "model.safetensors")
+    for name in averaged:
+        torch.testing.assert_close(averaged[name], (four[name] + six[name]) / 2)
+
+
+def test_averaging_checkpoints_of_different_runs_is_refused(two_checkpoints, tmp_path, capsys):
+    run = two_checkpoints
+    other = tmp_path / "other"
+    train_main(["--output_dir", str(other), *tiny(max_steps=2, vocab_size=90, seed=7, demo_train_size=130)])
+    # same shapes (same vocabulary size and architecture), different tokenizer
+    code, _, stderr = run_main(average_main, ["--checkpoints", str(run / "checkpoint-6"), str(other / "checkpoint-2"),
+                                              "--output_dir", str(tmp_path / "avg")], capsys)
+    assert code == 2 and "not checkpoints of one run" in stderr and "tokenizer" in stderr, stderr
+    assert not (tmp_path / "avg").exists()
+    # same tokenizer, different config
+    changed = tmp_path / "changed"
+    shutil.copytree(run / "checkpoint-4", changed)
+    config = json.loads((changed / "config.json").read_text())
+    config["activation_function"] = "gelu"  # the same weights, a different model
+    (changed / "config.json").write_text(json.dumps(config))
+    code, _, stderr = run_main(average_main, ["--checkpoints", str(run / "checkpoint-6"), str(changed),
+                                              "--output_dir", str(tmp_path / "avg")], capsys)
+    assert code == 2 and "config.json differs in activation_function ('gelu' vs 'relu')" in stderr, stderr
+
+
+def test_averaging_a_decoder_only_folder_is_one_line(two_checkpoints, tmp_path, capsys):
+    from helpers import tiny_config
+    from vanilla_transformer import VanillaTransformerForCausalLM
+
+    lm = tmp_path / "lm"
+    VanillaTransformerForCausalLM(tiny_config()).save_pretrained(lm)
+    capsys.readouterr()
+    code, _, stderr = run_main(average_main, ["--checkpoints", str(two_checkpoints / "checkpoint-6"), str(lm),
+                                              "--output_dir", str(tmp_path / "avg")], capsys)
+    assert code == 2 and stderr.count("\n") == 1 and "decoder-only" in stderr and "Traceback" not in stderr, stderr
+
+
+@pytest.mark.parametrize("kill_at", [1, 3, 5, 7])
+def test_kill_during_averaging_leaves_the_old_folder_or_the_new_one(two_checkpoints, tmp_path, kill_at):
+    run = two_checkpoints
+    target = tmp_path / "avg"
+    argv = ["--checkpoints", str(run / "checkpoint-2"), str(run / "checkpoint-4"), "--output_dir", str(target)]
+    average_main(argv)  # the old average
+    old = tree_digest(target)
+    argv[1:3] = [str(run / "checkpoint-4"), str(run / "checkpoint-6")]
+    code, stderr = run_forked(lambda: average_main([*argv, "--overwrite"]), kill_at=kill_at, watch="avg")
+    assert code == -signal.SIGKILL, stderr
+    assert sorted(n for n in os.listdir(tmp_path) if not n.startswith(".")) == ["avg", "run"]
+    state = tree_digest(target)
+    average_main([*argv, "--overwrite"])  # the new average, run to the end
+    assert state in (old, tree_digest(target))
+    assert not [n for n in os.listdir(tmp_path) if ".staging-" in n or ".old-" in n]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Case 12: transformers' own pipelines refuse what they would answer wrongly for our models
+
+
+def _word_tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["<pad>", "<s>", "</s>", "<unk>", "[MASK]", "one", "two", "three", "four", "five", "six", "seven"]
+    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                   unk_token="<unk>", mask_token="[MASK]")
+
+
+@pytest.mark.parametrize("task", ["text-generation", "text-classification"])
+def test_text_pipelines_refuse_an_empty_text_with_one_clear_error(task):
+    from transformers import pipeline
+
+    from helpers import tiny_config
+    from vanilla_transformer import (
+        VanillaTransformerForCausalLM,
+        VanillaTransformerForSequenceClassification,
+    )
+
+    tokenizer = _word_tokenizer()
+    model_class = {"text-generation": VanillaTransformerForCausalLM,
+                   "text-classification": VanillaTransformerForSequenceClassification}[task]
+    torch.manual_seed(0)
+    model = model_class(tiny_config(vocab_size=len(tokenizer))).eval()
+    runner = pipeline(task, model=model, tokenizer=tokenizer)
+    for empty in ("", "   "):
+        with pytest.raises(ValueError, match=f"^{task} got an empty text; give the "):
+            runner(empty, max_new_tokens=2) if task == "text-generation" else runner(empty)
+    assert runner("one two", max_new_tokens=2) if task == "text-generation" else runner("one two")  # still served
+
+
+def test_fill_mask_refuses_a_target_outside_the_vocabulary():
+    from transformers import pipeline
+
+    from helpers import tiny_config
+    from vanilla_transformer import VanillaTransformerForMaskedLM
+
+    tokenizer = _word_tokenizer()
+    torch.manual_seed(0)
+    fill = pipeline("fill-mask", model=VanillaTransformerForMaskedLM(tiny_config(vocab_size=len(tokenizer))).eval(),
+                    tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="fill-mask target 'zebra' is not a token of the model's vocabulary"):
+        fill("one [MASK] three", targets=["two", "zebra"])
+    scores = fill("one [MASK] three", targets=["two", "four"])
+    assert sorted(s["token_str"] for s in scores) == ["four", "two"]
+    # the scores are the model's own probabilities of those tokens at the mask
+    with torch.no_grad():
+        inputs = tokenizer("one [MASK] three", return_tensors="pt")
+        probabilities = fill.model(**inputs).logits[0, 1].softmax(-1)
+    for s in scores:
+        assert s["score"] == pytest.approx(probabilities[s["token"]].item(), rel=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A real full disk and a read-only file system: small tmpfs mounts (CI runs as root; skipped where mounting is not
+# allowed)
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """mount(size) -> a fresh tmpfs of that size (e.g. "800k") at a folder of tmp_path; remount(options) changes it."""
+    point = tmp_path / "tmpfs"
+    point.mkdir()
+    mounted = []
+
+    def mount(options: str):
+        command = ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)]
+        if mounted:
+            command = ["mount", "-o", f"remount,{options}", str(point)]
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({result.stderr.strip() or result.returncode})")
+        mounted.append(point)
+        return point
+
+    yield mount
+    if mounted:
+        subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
+
+
+def test_a_full_tmpfs_is_one_line_and_the_earlier_checkpoint_stays_whole(tmpfs, finished, capsys):
+    # a checkpoint of the tiny run takes ~480 kB: the first fits in 800 kB, the second cannot
+    out = tmpfs("size=800k") / "run"
+    argv = ["--output_dir", str(out), *tiny()]
+    code, stderr = run_forked(lambda: train_main(argv))
+    last = stderr.strip().splitlines()[-1]
+    assert code == 1 and last.startswith(f"error: Cannot write to {out}: "), stderr
+    assert "No space left" in last or "the disk is full" in last, last
+    assert "Traceback" not in stderr
+    assert assert_whole_checkpoints(out) == ["checkpoint-2"]
+    assert not [n for n in os.listdir(out) if ".staging-" in n]  # the half-written checkpoint is removed
+    tmpfs("size=16m")  # room again: the run resumes and ends as an uninterrupted one
+    train_main([*argv, "--resume_from_checkpoint", "true"])
+    assert_same_weights(out, finished)
+
+
+def test_an_output_dir_on_a_read_only_file_system_is_one_line(tmpfs, capsys):
+    folder = tmpfs("size=1m")
+    (folder / "old").mkdir()
+    tmpfs("ro,size=1m")
+    code, _, stderr = run_main(train_main, ["--output_dir", str(folder / "old" / "run"), *tiny(max_steps=2)], capsys)
+    assert code == 1 and stderr.count("\n") == 1, stderr
+    assert stderr.startswith(f"error: --output_dir: {folder / 'old' / 'run'} cannot be written: {folder / 'old'} is "
+                             "read-only"), stderr
+
+
+def test_overwriting_never_deletes_the_model_a_run_starts_from(tmp_path, finished, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(finished, run)
+    before = tree_digest(run)
+    for argv, words in [
+        (["--output_dir", str(run), "--overwrite_output_dir", "true", "--model_name_or_path", str(run / "checkpoint-6")],
+         f"--overwrite_output_dir would delete {run / 'checkpoint-6'}"),
+        (["--output_dir", str(run / "checkpoint-6" / "more"), "--model_name_or_path", str(run / "checkpoint-6")],
+         "lies inside"),
+    ]:
+        keep = [item for name, value in TINY_OPTIONS.items() if name not in MODEL_OPTIONS
+                for item in (f"--{name}", str(value))]
+        code, _, stderr = run_main(train_main, [*argv, *keep], capsys)
+        assert code == 1 and stderr.count("\n") == 1 and words in stderr, stderr
+    assert tree_digest(run) == before
+
+
+def _dead_pid() -> int:
+    """The id of a process that has exited (and been reaped)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_folder_moved_aside_by_a_killed_run_is_put_back(tmp_path, monkeypatch):
+    import vanilla_transformer.files as files
+
+    # without an atomic swap (other systems), the old folder is moved aside, the new one renamed in, the old removed
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "old.txt").write_text("old")
+    monkeypatch.setattr(files, "_exchange", lambda a, b: False)
+    with staged_folder(target, overwrite=True) as folder:
+        pathlib.Path(folder, "new.txt").write_text("new")
+    assert os.listdir(tmp_path) == ["out"] and os.listdir(target) == ["new.txt"]
+    # a run killed between moving the old folder aside and renaming the new one in: the next writer puts it back
+    pid = _dead_pid()
+    os.rename(target, tmp_path / f".out.old-{pid}")
+    (tmp_path / f".out.staging-{pid}" / "out").mkdir(parents=True)
+    assert files.clean_stale_staging(tmp_path, "out") == [
+        f"Restored {target} (a run killed while replacing it had moved it aside to .out.old-{pid}).",
+        f"Removed {tmp_path / f'.out.staging-{pid}'}, left by a run that was killed (process {pid})."]
+    assert os.listdir(tmp_path) == ["out"] and (target / "new.txt").read_text() == "new"
+    # a live process's staging folder is left alone
+    (tmp_path / f".out.staging-{os.getppid()}").mkdir()
+    assert files.clean_stale_staging(tmp_path, "out") == []

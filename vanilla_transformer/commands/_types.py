@@ -1,0 +1,95 @@
+"""The argument types the commands share, checked while parsing: a bad value is argparse's usage error (exit 2)
+naming the option, e.g. "--batch-size must be at least 1, got 0".
+
+Each type is a function from the text to the value that raises `argparse.ArgumentTypeError` with the problem;
+`checked(type)` makes it an argparse action that puts the option's name in front of that message (argparse's own
+`type=` would print "argument --batch-size: ..."). Use `add_argument("--batch-size", action=checked(positive_int))`.
+"""
+
+import argparse
+import os
+
+
+class UsageError(Exception):
+    """A command's arguments that do not go together (found in `run`); `cli.main` reports it as argparse would:
+    usage, one error line, exit code 2."""
+
+
+def _number(text: str, kind: type):
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+
+
+def positive_int(text: str) -> int:
+    value = _number(text, int)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = _number(text, int)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _number(text, float)
+    if not value > 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def existing_file(text: str) -> str:
+    """A file that exists, or "-" for stdin."""
+    if text != "-" and not os.path.isfile(text):
+        raise argparse.ArgumentTypeError(f"file not found: {text}")
+    return text
+
+
+def existing_folder(text: str) -> str:
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"folder not found: {text}")
+    return text
+
+
+def writable_file(text: str) -> str:
+    """A file path whose folder exists (the file itself is written later)."""
+    if not os.path.isdir(os.path.dirname(os.path.abspath(text))):
+        raise argparse.ArgumentTypeError(f"cannot write {text}: its folder does not exist")
+    return text
+
+
+def torch_device(text: str) -> str:
+    """A device name torch understands (cpu, cuda, cuda:1, mps, ...); whether this machine has it is the loader's
+    question (`loading.pick_device`), as CTranslate2 folders find their own devices."""
+    import torch
+
+    try:
+        torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a torch device (cpu, cuda, cuda:1, mps, ...)") from None
+    return text
+
+
+def checked(type_function):
+    """An argparse action that converts each value with `type_function` and reports its ArgumentTypeError as
+    "OPTION MESSAGE" through `parser.error` (usage, one line, exit 2). Works with any `nargs`."""
+
+    class Checked(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            name = option_string or self.metavar or self.dest
+            try:
+                if isinstance(values, list):
+                    value = [type_function(text) for text in values]
+                else:
+                    value = type_function(values)
+            except argparse.ArgumentTypeError as error:
+                parser.error(f"{name} {error}")
+            setattr(namespace, self.dest, value)
+
+    Checked.__name__ = f"checked_{type_function.__name__}"
+    return Checked

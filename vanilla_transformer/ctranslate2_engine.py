@@ -1,0 +1,152 @@
+"""The CTranslate2 runtime engine: translating with a folder written by `vanilla-transformer export ctranslate2`.
+
+`CTranslate2Translator` wraps a `ctranslate2.Translator` so that `translate.translate` drives it like our PyTorch model:
+its `generate(input_ids, attention_mask, **kwargs)` takes the tokenizer's padded ids and returns generated ids, decoded
+with the folder's generation config (beam size, length penalty, maximum length, tokens never to generate) unless told
+otherwise. The folder's vocabularies list the tokenizer's token strings by id; the translator maps ids to those strings
+and back, so the tokenizer's own special-token handling and decoding apply. The exporter is `export.to_ctranslate2`.
+"""
+
+import json
+import os
+import warnings
+from pathlib import Path
+
+import torch
+
+CTRANSLATE2_FILES = ("model.bin", "config.json")
+VOCABULARY_FILES = ("shared_vocabulary.json", "source_vocabulary.json", "target_vocabulary.json")
+INSTALL_HINT = 'pip install "vanilla-transformer[fast]"'
+
+
+def import_ctranslate2():
+    """The `ctranslate2` module, or an ImportError that says how to install it."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise ImportError(f"CTranslate2 is not installed: {INSTALL_HINT}") from None
+    return ctranslate2
+
+
+def is_ctranslate2_folder(path: str | os.PathLike) -> bool:
+    """A folder written by CTranslate2 (ours or any other converter): model.bin beside config.json."""
+    return all(os.path.isfile(os.path.join(path, name)) for name in CTRANSLATE2_FILES)
+
+
+class CTranslate2Translator:
+    """A `ctranslate2.Translator` over an exported folder that `translate.translate` drives like our model: its
+    `generate(input_ids, attention_mask, num_beams=..., max_new_tokens=...)` takes the tokenizer's padded ids and
+    returns the generated ids, decoded with the folder's generation config unless told otherwise.
+
+    `device` ("cpu", "cuda", "cuda:1", "auto": CUDA when CTranslate2 finds it), `compute_type` ("default": as
+    exported; "int8", "float32", ...) and the thread counts go to `ctranslate2.Translator`.
+    """
+
+    # generate() keyword -> translate_batch() keyword, for the options both have with the same meaning
+    OPTIONS = {"num_beams": "beam_size", "length_penalty": "length_penalty", "repetition_penalty": "repetition_penalty",
+               "no_repeat_ngram_size": "no_repeat_ngram_size"}
+    # generation_config.json settings applied here (early_stopping=True is how CTranslate2's beam search stops)
+    APPLIED_SETTINGS = {*OPTIONS, "max_length", "max_new_tokens", "bad_words_ids", "eos_token_id",
+                        "forced_eos_token_id", "early_stopping", "bos_token_id", "pad_token_id",
+                        "decoder_start_token_id", "use_cache",
+                        "output_attentions", "output_hidden_states", "transformers_version", "_from_model_config"}
+    # the values at which the other settings change nothing here (transformers >= 5.24 writes every default into
+    # generation_config.json); None: a setting that never changes the tokens greedy or beam search picks
+    NEUTRAL_SETTINGS = {"do_sample": False, "temperature": 1.0, "top_k": 50, "top_p": 1.0, "typical_p": 1.0,
+                        "min_length": 0, "num_beam_groups": 1, "diversity_penalty": 0.0, "num_return_sequences": 1,
+                        "encoder_no_repeat_ngram_size": 0, "encoder_repetition_penalty": 1.0, "epsilon_cutoff": 0.0,
+                        "eta_cutoff": 0.0, "output_scores": None, "return_dict_in_generate": None,
+                        "remove_invalid_values": None, "assistant_confidence_threshold": None,
+                        "assistant_lookbehind": None, "num_assistant_tokens": None,
+                        "num_assistant_tokens_schedule": None, "target_lookbehind": None}
+
+    def __init__(self, folder: str | os.PathLike, device: str = "cpu", compute_type: str = "default",
+                 inter_threads: int = 1, intra_threads: int = 0):
+        from transformers import GenerationConfig
+
+        ctranslate2 = import_ctranslate2()
+        folder = Path(folder)
+        if not is_ctranslate2_folder(folder):
+            raise FileNotFoundError(f"{folder} is not a CTranslate2 folder (it has no model.bin and config.json); "
+                                    "make one with: vanilla-transformer export ctranslate2 CHECKPOINT OUT")
+        if device == "auto":
+            device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+        device_type, _, index = str(device).partition(":")
+        if device_type not in ("cpu", "cuda") or (index and not index.isdigit()):
+            raise ValueError(f"device {device!r} is not one CTranslate2 runs on (cpu, cuda, cuda:1, ...)")
+        if device_type == "cuda" and ctranslate2.get_cuda_device_count() == 0:
+            raise ValueError(f"device {device!r}: CTranslate2 finds no CUDA device on this machine")
+        supported = ctranslate2.get_supported_compute_types(device_type, int(index or 0))
+        if compute_type not in ("default", "auto") and compute_type not in supported:
+            raise ValueError(f"compute_type {compute_type!r} is not supported on {device} by this machine "
+                             f"(supported: {', '.join(sorted(supported))})")
+        self.translator = ctranslate2.Translator(str(folder), device=device_type, device_index=int(index or 0),
+                                                 compute_type=compute_type, inter_threads=inter_threads,
+                                                 intra_threads=intra_threads)
+        self.device = torch.device("cpu")  # where generate() takes its inputs
+        self.source_tokens, self.target_tokens = self._read_vocabularies(folder)
+        self.target_ids = {token: i for i, token in enumerate(self.target_tokens)}
+        self.generation_config = (GenerationConfig.from_pretrained(folder)
+                                  if (folder / "generation_config.json").is_file() else GenerationConfig())
+        ignored = sorted(name for name, value in self.generation_config.to_diff_dict().items()
+                         if name not in self.APPLIED_SETTINGS
+                         and not (name in self.NEUTRAL_SETTINGS and self.NEUTRAL_SETTINGS[name] in (None, value)))
+        if ignored:
+            warnings.warn(f"{folder}/generation_config.json sets {', '.join(ignored)}, which the CTranslate2 engine "
+                          "does not apply; its translations may differ from generate's.", stacklevel=2)
+
+    @staticmethod
+    def _read_vocabularies(folder: Path) -> tuple[list[str], list[str]]:
+        def read(name):
+            return json.loads((folder / name).read_text(encoding="utf-8"))
+
+        if (folder / "shared_vocabulary.json").is_file():
+            source = target = read("shared_vocabulary.json")
+        elif (folder / "source_vocabulary.json").is_file() and (folder / "target_vocabulary.json").is_file():
+            source, target = read("source_vocabulary.json"), read("target_vocabulary.json")
+        else:
+            raise FileNotFoundError(f"{folder} has no CTranslate2 vocabulary ({' or '.join(VOCABULARY_FILES[:2])}).")
+        return source, target
+
+    def translate_options(self, **kwargs) -> dict:
+        """`translate_batch` keywords for `generate` keywords, on top of the generation config's."""
+        unknown = sorted(set(kwargs) - {*self.OPTIONS, "max_new_tokens", "max_length", "bad_words_ids"})
+        if unknown:
+            raise ValueError(f"The CTranslate2 engine does not take {', '.join(unknown)}; it takes "
+                             f"{', '.join([*self.OPTIONS, 'max_new_tokens', 'max_length', 'bad_words_ids'])}.")
+        config = self.generation_config
+        settings = {name: getattr(config, name, None) for name in
+                    (*self.OPTIONS, "max_new_tokens", "max_length", "bad_words_ids")}
+        if "max_new_tokens" in kwargs or "max_length" in kwargs:
+            settings.update(max_new_tokens=None, max_length=None)
+        settings.update({name: value for name, value in kwargs.items() if value is not None})
+
+        options = {self.OPTIONS[name]: settings[name] for name in self.OPTIONS if settings[name] is not None}
+        # generate's max_length counts the decoder start token; max_new_tokens and CTranslate2's length do not
+        new_tokens = settings["max_new_tokens"] or (settings["max_length"] or 20) - 1
+        if config.forced_eos_token_id is not None:  # generate spends the last step on </s>, CTranslate2 ends there
+            new_tokens -= 1
+        options["max_decoding_length"] = max(new_tokens, 1)
+        options["min_decoding_length"] = 0  # as generate: </s> may come first (CTranslate2's default is 1)
+        eos = config.eos_token_id if config.eos_token_id is not None else []
+        options["end_token"] = [self.target_tokens[i] for i in (eos if isinstance(eos, list) else [eos])] or None
+        if settings["bad_words_ids"]:
+            options["suppress_sequences"] = [[self.target_tokens[i] for i in ids] for ids in settings["bad_words_ids"]]
+        return options
+
+    def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                 **kwargs) -> list[list[int]]:
+        """Translate a padded batch of source ids; returns the generated target ids of each row (no start token)."""
+        options = self.translate_options(**kwargs)
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        rows = [[self.source_tokens[i] for i, keep in zip(ids, mask) if keep]
+                for ids, mask in zip(input_ids.tolist(), attention_mask.tolist())]
+        try:
+            results = self.translator.translate_batch(rows, max_input_length=0, **options)
+        except RuntimeError as error:  # e.g. "No position encodings are defined for positions >= 1024, ..."
+            raise ValueError(f"CTranslate2 cannot translate this batch: {error}") from None
+        return [[self.target_ids[token] for token in result.hypotheses[0]] for result in results]
+
+
+__all__ = ["CTRANSLATE2_FILES", "CTranslate2Translator", "import_ctranslate2", "is_ctranslate2_folder"]

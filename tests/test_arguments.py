@@ -4,6 +4,7 @@ import dataclasses
 
 import pytest
 
+from helpers import run_main
 from training.arguments import DataArguments, parse_arguments
 from training.presets import PRESETS, paper_learning_rate
 from training.trainer import TranslationTrainingArguments
@@ -38,9 +39,16 @@ def test_learning_rate_is_settled_while_parsing():
 
 
 def test_paper_learning_rate_needs_a_warmup_in_steps(capsys):
-    with pytest.raises(SystemExit):
-        parse_arguments(["--report_to", "none", "--warmup_steps", "0.1"])
-    assert "needs --warmup_steps >= 1" in capsys.readouterr().err
+    code, _, stderr = run_main(parse_arguments, ["--report_to", "none", "--warmup_steps", "0.1"], capsys)
+    assert code == 1 and stderr.count("\n") == 1 and "needs --warmup_steps >= 1" in stderr, stderr
+
+
+def test_paper_learning_rate_from_an_unreadable_checkpoint_is_one_line(tmp_path, capsys):
+    (tmp_path / "config.json").write_text("{not json", encoding="utf-8")
+    code, _, stderr = run_main(parse_arguments, ["--report_to", "none", "--model_name_or_path", str(tmp_path)],
+                               capsys)
+    assert code == 1 and stderr.count("\n") == 1 and "cannot read its config" in stderr, stderr
+    assert "Traceback" not in stderr
 
 
 def test_time_budget_without_max_steps_plans_and_refuses_a_schedule_it_cannot_plan(capsys):

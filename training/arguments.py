@@ -132,6 +132,10 @@ def explicit_options(parser: argparse.ArgumentParser, argv: list[str], dataclass
     return {name for name, value in vars(namespace).items() if value is not unset}
 
 
+class LearningRateError(ValueError):
+    """The paper's learning rate cannot be computed from the options given."""
+
+
 def architecture_d_model(model_args, preset: Preset) -> int:
     """d_model of the model the run will train: the option, the checkpoint's config, else the preset's."""
     if model_args.d_model is not None:
@@ -141,7 +145,17 @@ def architecture_d_model(model_args, preset: Preset) -> int:
 
         import vanilla_transformer  # noqa: F401  (registers the model type)
 
-        return AutoConfig.from_pretrained(model_args.model_name_or_path).d_model
+        try:
+            config = AutoConfig.from_pretrained(model_args.model_name_or_path)
+        except (OSError, ValueError) as error:
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise LearningRateError(f"--model_name_or_path {model_args.model_name_or_path}: cannot read its config "
+                                    f"for the paper's learning rate ({first_line}); give --learning_rate or a "
+                                    "readable checkpoint.") from None
+        if not hasattr(config, "d_model"):
+            raise LearningRateError(f"--model_name_or_path {model_args.model_name_or_path} has no d_model in its "
+                                    "config; give --learning_rate.")
+        return config.d_model
     from vanilla_transformer import VanillaTransformerConfig
 
     return preset.model.get("d_model", VanillaTransformerConfig().d_model)
@@ -151,8 +165,8 @@ def settle_learning_rate(model_args, training_args, preset: Preset) -> float:
     """The paper's peak learning rate (d_model * warmup_steps)^-0.5 (equation 3) for a run given no --learning_rate
     and a preset without one; it needs an integer --warmup_steps >= 1."""
     if not training_args.warmup_steps or training_args.warmup_steps < 1:
-        raise ValueError("The paper's learning rate (d_model * warmup_steps)^-0.5 needs --warmup_steps >= 1; give "
-                         "--learning_rate to choose one yourself.")
+        raise LearningRateError("The paper's learning rate (d_model * warmup_steps)^-0.5 needs --warmup_steps >= 1; "
+                                "give --learning_rate to choose one yourself.")
     return paper_learning_rate(architecture_d_model(model_args, preset), int(training_args.warmup_steps))
 
 
@@ -195,11 +209,15 @@ def parse_arguments(argv: list[str] | None = None):
     try:
         data_args, model_args, training_args = parser.parse_args_into_dataclasses(args=argv)
         check_time_budget(training_args)
-        if training_args.learning_rate is None:  # parsed again with the learning rate it implies as the default
-            parser.set_defaults(learning_rate=settle_learning_rate(model_args, training_args, preset))
-            data_args, model_args, training_args = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as error:  # the dataclasses' own checks (__post_init__) and ours
         parser.error(str(error))
+    if training_args.learning_rate is None:  # parsed again with the learning rate it implies as the default
+        try:
+            learning_rate = settle_learning_rate(model_args, training_args, preset)
+        except LearningRateError as error:  # one line, as training.train reports its other problems
+            sys.exit(f"error: {error}")
+        parser.set_defaults(learning_rate=learning_rate)
+        data_args, model_args, training_args = parser.parse_args_into_dataclasses(args=argv)
     return data_args, model_args, training_args, explicit
 
 

@@ -59,3 +59,9 @@ def test_time_budget_without_max_steps_plans_and_refuses_a_schedule_it_cannot_pl
     with pytest.raises(SystemExit):
         parse_arguments(["--preset", "tiny", *DATA, "--max_train_minutes", "5", "--lr_scheduler_type", "polynomial"])
     assert "--lr_scheduler_type polynomial needs --max_steps" in capsys.readouterr().err
+
+
+def test_help_shows_the_presets_defaults(capsys):
+    code, out, _ = run_main(parse_arguments, ["--preset", "tiny", "--help"], capsys)
+    assert code == 0 and "object at 0x" not in out
+    assert "(default: 0.003)" in out and "(default: 4096)" in out  # tiny's learning rate and batch tokens

@@ -89,3 +89,64 @@ def test_a_tiny_budget_warms_up_decays_and_averages_checkpoints_from_the_end_of_
     assert min(averaged) >= total * (1 - 0.3) - 1  # the averaged checkpoints lie in the last part of the run
     card = (out / "README.md").read_text()
     assert "time budget" in card and f"{total:,} steps expected" in card
+
+
+def test_a_short_budget_averages_only_the_checkpoints_that_fit_in_its_last_part():
+    plan = plan_budget(minutes=3, elapsed_seconds=30.0, steps_done=6, seconds_per_step=5.3, measured_steps=3,
+                       warmup=0.2, schedule="linear", average_last=10, averaging_span=0.2)
+    total, checkpoints = plan.total_steps, plan.checkpoint_steps
+    assert total == 6 + int(0.97 * 150 / 5.3)  # 33
+    assert checkpoints == list(range(total - int(0.2 * total), total + 1))  # one per step over the last fifth
+    assert len(checkpoints) < 10 and "fit in the last 0.2" in plan.note
+    assert plan.warmup_steps == round(0.2 * total) and checkpoints[0] > plan.warmup_steps
+
+
+class _State:
+    def __init__(self):
+        self.global_step, self.max_steps, self.is_world_process_zero = 0, 10_000_000, True
+
+
+class _Control:
+    should_save = should_training_stop = False
+
+
+@pytest.mark.parametrize("seconds_per_step, planned_at", [(0.5, 3 + 20), (5.0, 3 + 3)])
+def test_timing_stops_early_when_it_would_take_more_than_a_tenth_of_the_budget(monkeypatch, seconds_per_step,
+                                                                                 planned_at):
+    """3 minutes: 23 steps of 0.5 s are timed (12 s, under the 18 s share); of 5 s steps only 3 are (the share is
+    used up by then), and the plan is made from them."""
+    import training.budget as budget
+
+    clock = [1000.0]
+    monkeypatch.setattr(budget.time, "monotonic", lambda: clock[0])
+    printed = []
+    schedule = BudgetSchedule("linear", provisional_warmup=230)
+    callback = budget.TimeBudget(3, schedule, warmup=0.2, average_last=10, averaging_span=0.2,
+                                 calibration_steps=20, log=printed.append)
+    state, control = _State(), _Control()
+    callback.on_train_begin(None, state, control)
+    while callback.plan is None:
+        clock[0] += seconds_per_step
+        state.global_step += 1
+        callback.on_step_end(None, state, control)
+        assert state.global_step <= 3 + 20
+    assert state.global_step == planned_at and len(printed) == 1
+    assert callback.plan.seconds_per_step == pytest.approx(seconds_per_step)
+    assert state.max_steps == callback.plan.total_steps == planned_at + int(
+        0.97 * (180 - planned_at * seconds_per_step) / seconds_per_step)
+
+
+def test_the_plan_travels_with_the_schedulers_state():
+    """A resumed run gets the plan back from the LambdaLR state in its checkpoint, checkpoint steps included."""
+    import torch
+
+    plan = plan_budget(minutes=30, elapsed_seconds=20.0, steps_done=23, seconds_per_step=1.0, measured_steps=20,
+                       warmup=0.2, schedule="linear", average_last=10, averaging_span=0.2)
+    optimizer = torch.optim.Adam([torch.nn.Parameter(torch.randn(3))], lr=0.003)
+    saved = BudgetSchedule("linear", provisional_warmup=230)
+    saved.set_plan(plan)
+    state = torch.optim.lr_scheduler.LambdaLR(optimizer, saved).state_dict()
+    resumed = BudgetSchedule("linear", provisional_warmup=230)
+    torch.optim.lr_scheduler.LambdaLR(optimizer, resumed).load_state_dict(state)
+    assert resumed.total == plan.total_steps and resumed.checkpoint_steps == plan.checkpoint_steps
+    assert [resumed(s) for s in range(0, plan.total_steps, 97)] == [saved(s) for s in range(0, plan.total_steps, 97)]

@@ -75,6 +75,10 @@ def plan_budget(*, minutes: float, elapsed_seconds: float, steps_done: int, seco
             warmup_steps = total // 4
     warmup_steps = max(warmup_steps, steps_done + 1) if total > steps_done + 1 else total
     count = max(average_last, 1)
+    span_steps = int(averaging_span * total)
+    if count > 1 and span_steps < count - 1:  # one step apart at the closest, all within the span
+        count = max(span_steps + 1, 1)
+        note.append(f"{count} checkpoint{'s' if count > 1 else ''} fit in the last {averaging_span:g} of the steps")
     spacing = max(int(averaging_span * total / (count - 1)), 1) if count > 1 else 1
     if count > 1 and total - (count - 1) * spacing <= steps_done:  # the window must lie after the plan
         spacing = max((total - steps_done - 1) // (count - 1), 1)
@@ -101,9 +105,11 @@ class BudgetSchedule:
         self.schedule = schedule
         self.provisional_warmup = max(int(provisional_warmup), 1)
         self.planned_at = self.warmup = self.total = None
+        self.checkpoint_steps: list[int] | None = None  # saved with the plan, so a resumed run saves the same ones
 
     def set_plan(self, plan: BudgetPlan) -> None:
         self.planned_at, self.warmup, self.total = plan.planned_at_step, plan.warmup_steps, plan.total_steps
+        self.checkpoint_steps = list(plan.checkpoint_steps)
 
     def __call__(self, step: int) -> float:
         ramp = min(step / self.provisional_warmup, 1.0)
@@ -124,19 +130,32 @@ class BudgetSchedule:
 
 class TimeBudget(TrainerCallback):
     """Times steps `skip`+1 .. `skip`+`calibration_steps`, then plans the run (`plan_budget`), prints the plan,
-    sets `state.max_steps` and saves only the checkpoints of the plan; stops when the clock runs out."""
+    sets `state.max_steps` and saves only the checkpoints of the plan; stops when the clock runs out.
+
+    On a slow machine or a short budget the timing stops earlier, once it has used `calibration_share` of the budget
+    and timed at least `min_calibration_steps` steps, so that most of the budget follows the plan.
+    """
 
     def __init__(self, minutes: float, schedule: BudgetSchedule, *, warmup: float, average_last: int,
-                 averaging_span: float, calibration_steps: int = 20, skip_steps: int = 3, log=print):
+                 averaging_span: float, calibration_steps: int = 20, skip_steps: int = 3,
+                 calibration_share: float = 0.1, min_calibration_steps: int = 3, log=print):
         self.minutes, self.schedule, self.warmup = minutes, schedule, warmup
         self.average_last, self.averaging_span = average_last, averaging_span
         self.calibration_steps, self.skip_steps, self.log = calibration_steps, skip_steps, log
+        self.calibration_share = calibration_share
+        self.min_calibration_steps = min(min_calibration_steps, calibration_steps)
         self.start = self.timed_from = None
         self.plan: BudgetPlan | None = None
 
     @property
     def plan_step(self) -> int:
         return self.skip_steps + self.calibration_steps
+
+    def calibrated(self, step: int, now: float) -> bool:
+        """Enough steps timed: all `calibration_steps`, or a few once the timing used its share of the budget."""
+        timed = step - self.skip_steps
+        return timed >= self.calibration_steps or (
+            timed >= self.min_calibration_steps and now - self.start >= self.calibration_share * 60.0 * self.minutes)
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.start = time.monotonic()
@@ -149,11 +168,11 @@ class TimeBudget(TrainerCallback):
         if self.schedule.total is None:
             if step == self.skip_steps:
                 self.timed_from = now
-            elif step >= self.plan_step and self.timed_from is not None:
+            elif self.timed_from is not None and self.calibrated(step, now):
                 self.make_plan(state, now, step)
             control.should_save = False
         else:
-            checkpoints = self.plan.checkpoint_steps if self.plan else [self.schedule.total]
+            checkpoints = self.schedule.checkpoint_steps or [self.schedule.total]
             control.should_save = step in checkpoints or step >= state.max_steps
         if now - self.start >= 60.0 * self.minutes:
             control.should_training_stop = True

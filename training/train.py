@@ -471,6 +471,9 @@ def average_last_checkpoints(trainer, training_args) -> int:
     trainer.accelerator.wait_for_everyone()
     saved = sum(bool(CHECKPOINT_PATTERN.match(name)) for name in os.listdir(training_args.output_dir))
     wanted = training_args.average_last_n_checkpoints
+    plan = trainer.time_budget.plan if trainer.time_budget is not None else None
+    if plan is not None and len(plan.checkpoint_steps) < wanted:  # a short budget: as many as fit (the plan's note)
+        wanted = len(plan.checkpoint_steps)
     if training_args.plans_time_budget and saved < wanted:
         _log(training_args, f"The time ran out before the plan's last checkpoints: averaging {saved}, not {wanted}")
         wanted = saved

@@ -49,7 +49,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     )
     budget_calibration_steps: int = field(
         default=20,
-        metadata={"help": "With --max_train_minutes: steps timed (after 3 untimed ones) before planning the run."},
+        metadata={"help": "With --max_train_minutes: steps timed (after 3 untimed ones) before planning the run; "
+                          "fewer (at least 3) where timing them would take more than a tenth of the budget."},
     )
     overwrite_output_dir: bool = field(
         default=False,
@@ -135,6 +136,16 @@ class TimeLimit(TrainerCallback):
         return control
 
 
+def _print_above_the_bar(line: str) -> None:
+    """Print a line of the log above a tqdm progress bar (not glued to its end), flushed."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    tqdm.write(line)
+    sys.stdout.flush()
+
+
 class TranslationTrainer(Seq2SeqTrainer):
     """`Seq2SeqTrainer` with token-budget training batches and the package's model card.
 
@@ -186,7 +197,7 @@ class TranslationTrainer(Seq2SeqTrainer):
             args.max_train_minutes, self.budget_schedule, warmup=args.warmup_steps,
             average_last=args.budget_checkpoints or args.average_last_n_checkpoints, averaging_span=args.averaging_span,
             calibration_steps=args.budget_calibration_steps,
-            log=lambda line: print(line, flush=True))
+            log=_print_above_the_bar)
         self.add_callback(self.time_budget)
         if self.pop_callback(ProgressCallback) is not None:
             self.add_callback(MinutesProgressBar(args.max_train_minutes))

@@ -7,10 +7,13 @@ trainer_state.json) and the checkpoint folders it wrote, read back after a real 
 import json
 import math
 import os
+import shutil
 
 import pytest
 
+from training.arguments import parse_arguments
 from training.budget import BudgetSchedule, plan_budget
+from training.train import finished_run
 from training.train import main as train_main
 
 TINY = dict(d_model=32, encoder_layers=1, decoder_layers=1, attention_heads=2, ffn_dim=64, vocab_size=90,
@@ -89,6 +92,21 @@ def test_a_tiny_budget_warms_up_decays_and_averages_checkpoints_from_the_end_of_
     assert min(averaged) >= total * (1 - 0.3) - 1  # the averaged checkpoints lie in the last part of the run
     card = (out / "README.md").read_text()
     assert "time budget" in card and f"{total:,} steps expected" in card
+
+    # resuming a finished budget run: its planned end (not the placeholder --max_steps) says there is nothing to
+    # train; a run the clock stopped before that end trains on
+    argv = [item for k, v in options.items() for item in (f"--{k}", str(v))]
+    finished = tmp_path / "finished"
+    shutil.copytree(out, finished)
+    (finished / "trainer_state.json").write_text(json.dumps({**state, "global_step": total}))
+    _, _, args, _ = parse_arguments([*argv, "--output_dir", str(finished), "--resume_from_checkpoint", "true"])
+    assert finished_run(args) == json.loads((out / "all_results.json").read_text())
+    (finished / "trainer_state.json").write_text(json.dumps({**state, "global_step": total - 1}))
+    assert finished_run(args) is None
+    if steps_made == total:
+        again = train_main([*argv, "--resume_from_checkpoint", "true"])
+        assert f"holds the finished run (step {total} of {total})" in capsys.readouterr().out
+        assert again["time_budget"] == plan
 
 
 def test_a_short_budget_averages_only_the_checkpoints_that_fit_in_its_last_part():

@@ -15,7 +15,9 @@ from torch import nn
 import vanilla_transformer
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "multi30k"
+# Multi30k beside the checkout (../shared), or beside the folder of worktrees (../../shared), as benchmarks/ finds it
+SHARED_DATA = next((folder / "shared" / "data" / "multi30k" for folder in (REPO_ROOT.parent, REPO_ROOT.parent.parent)
+                    if (folder / "shared" / "data" / "multi30k").is_dir()), REPO_ROOT.parent / "shared" / "data" / "multi30k")
 
 
 

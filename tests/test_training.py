@@ -121,8 +121,8 @@ def test_presets_set_the_paper_recipe_and_every_flag_overrides_them(tmp_path):
     assert args.label_smoothing_factor == 0.1 and args.weight_decay == 0.0
     assert args.lr_scheduler_type == "inverse_sqrt" and args.predict_with_generate
     assert args.warmup_steps == PRESETS["multi30k"].training["warmup_steps"]
-    assert args.max_tokens == PRESETS["multi30k"].data["max_tokens"]
-    assert args.average_last_n_checkpoints == PRESETS["multi30k"].data["average_last_n_checkpoints"]
+    assert args.max_tokens == PRESETS["multi30k"].training["max_tokens"]
+    assert args.average_last_n_checkpoints == PRESETS["multi30k"].training["average_last_n_checkpoints"]
     assert data_args.vocab_size == PRESETS["multi30k"].data["vocab_size"]
     assert args.output_dir == os.path.join("outputs", "multi30k")
     assert "learning_rate" not in explicit

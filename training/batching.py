@@ -29,8 +29,6 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     Args:
         source_lengths, target_lengths: token counts of each pair (after tokenization, with `</s>`).
         max_tokens: the budget per batch (per device).
-        max_sentences: optional cap on the number of pairs per batch.
-        shuffle: visit the batches in a random order each epoch (training); `False` keeps them sorted by length.
         seed: seeds the tie-breaking and the per-epoch order; every process must use the same one.
     """
 
@@ -43,8 +41,6 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         target_lengths: Sequence[int],
         max_tokens: int,
         *,
-        max_sentences: int | None = None,
-        shuffle: bool = True,
         seed: int = 0,
     ):
         if len(source_lengths) != len(target_lengths):
@@ -55,11 +51,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             raise ValueError("Cannot make batches from an empty dataset.")
         if max_tokens <= 0:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}.")
-        if max_sentences is not None and max_sentences <= 0:
-            raise ValueError(f"max_sentences must be positive, got {max_sentences}.")
         self.max_tokens = max_tokens
-        self.max_sentences = max_sentences
-        self.shuffle = shuffle
         self.seed = seed
         self.epoch = 0
         self.batches = self._make_batches(np.asarray(source_lengths), np.asarray(target_lengths))
@@ -74,9 +66,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         batches, batch, longest = [], [], 0
         for index, length in zip(order.tolist(), pair_lengths.tolist()):
             new_longest = max(longest, length)
-            too_many_tokens = (len(batch) + 1) * new_longest > self.max_tokens
-            too_many_sentences = self.max_sentences is not None and len(batch) + 1 > self.max_sentences
-            if batch and (too_many_tokens or too_many_sentences):
+            if batch and (len(batch) + 1) * new_longest > self.max_tokens:
                 batches.append(batch)
                 batch, new_longest = [], length
             batch.append(index)
@@ -89,9 +79,6 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.epoch = epoch
 
     def __iter__(self) -> Iterator[list[int]]:
-        if not self.shuffle:
-            yield from self.batches
-            return
         order = np.random.default_rng((self.seed, self.epoch)).permutation(len(self.batches))
         for i in order.tolist():
             yield self.batches[i]

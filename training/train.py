@@ -15,8 +15,6 @@ The output folder is a Hub-ready checkpoint: model, tokenizer, generation config
 test-set BLEU), plus the Trainer's checkpoints and `trainer_state.json`.
 """
 
-import argparse
-import difflib
 import json
 import os
 import shutil
@@ -29,6 +27,8 @@ from dataclasses import dataclass, field
 # before torch is imported; an explicit OMP_WAIT_POLICY wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+from .arguments import DataArguments, ModelArguments, parse_arguments  # noqa: F401  (the options of this command)
+from .budget import BudgetPlan
 from .data import (
     SPLITS,
     DataError,
@@ -38,153 +38,11 @@ from .data import (
     load_text_files,
     tokenize_splits,
 )
-from .presets import PRESETS, paper_learning_rate
-from .trainer import TranslationTrainingArguments
-
-USAGE = "python -m training.train [--preset {%s}] [data, model and Trainer options; --help lists them all]" % (
-    "|".join(PRESETS))
-
-
-@dataclass
-class DataArguments:
-    preset: str = field(default="demo", metadata={
-        "help": "Sets the defaults of every other option ('--preset NAME --help' shows them). "
-                + " ".join(f"{k}: {p.description}" for k, p in PRESETS.items())})
-    dataset_name: str | None = field(default=None, metadata={
-        "help": "A Hugging Face dataset (name or local folder) with a 'translation' column, as in transformers' "
-                "translation example."})
-    dataset_config_name: str | None = field(default=None, metadata={"help": "Its configuration, e.g. 'de-en'."})
-    source_lang: str | None = field(default=None, metadata={
-        "help": "Source language code (e.g. 'en'). With text files, defaults to the source file's extension."})
-    target_lang: str | None = field(default=None, metadata={"help": "Target language code (e.g. 'de')."})
-    train_source: str | None = field(default=None, metadata={"help": "Training source sentences, one per line."})
-    train_target: str | None = field(default=None, metadata={"help": "Their translations, line by line."})
-    validation_source: str | None = field(default=None, metadata={"help": "Validation source sentences."})
-    validation_target: str | None = field(default=None, metadata={"help": "Validation references."})
-    test_source: str | None = field(default=None, metadata={"help": "Test source sentences (BLEU for the card)."})
-    test_target: str | None = field(default=None, metadata={"help": "Test references."})
-    max_source_length: int = field(default=256, metadata={"help": "Truncate source sentences to this many tokens."})
-    max_target_length: int = field(default=256, metadata={"help": "Truncate target sentences to this many tokens."})
-    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training pairs."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation pairs."})
-    max_test_samples: int | None = field(default=None, metadata={"help": "Use only the first N test pairs."})
-    tokenizer_name: str | None = field(default=None, metadata={
-        "help": "A tokenizer to use (folder or Hub id). Default: train a shared BPE vocabulary on the training data."})
-    vocab_size: int = field(default=8000, metadata={"help": "Size of the BPE vocabulary trained on the data."})
-    dataset_card_name: str | None = field(default=None, metadata={
-        "help": "Name of the data set in the model card. Default: --dataset_name, the folder of the text files, or "
-                "the demo corpus's description."})
-    demo_train_size: int = field(default=50_000, metadata={"help": "Training pairs of the generated demo corpus."})
-    bleu_tokenize: str = field(default="13a", metadata={
-        "help": "sacreBLEU tokenization: 13a (the standard), intl, char (for text without spaces, e.g. the demo's "
-                "German number words), zh, ja-mecab, ..."})
-    num_sample_translations: int = field(default=0, metadata={
-        "help": "At the end, print this many test translations made by pipeline('translation', model=output_dir)."})
-
-
-@dataclass
-class ModelArguments:
-    model_name_or_path: str | None = field(default=None, metadata={
-        "help": "Start from this checkpoint (folder or Hub id) instead of a new model."})
-    d_model: int | None = field(default=None, metadata={"help": "Model width (preset value if unset)."})
-    encoder_layers: int | None = field(default=None, metadata={"help": "Encoder layers."})
-    decoder_layers: int | None = field(default=None, metadata={"help": "Decoder layers."})
-    attention_heads: int | None = field(default=None, metadata={"help": "Attention heads of encoder and decoder."})
-    ffn_dim: int | None = field(default=None, metadata={"help": "Inner size d_ff of the feed-forward networks."})
-    dropout: float | None = field(default=None, metadata={"help": "Residual and embedding dropout P_drop."})
-    attention_dropout: float | None = field(default=None, metadata={"help": "Dropout on attention weights."})
-    activation_dropout: float | None = field(default=None, metadata={"help": "Dropout inside the feed-forward net."})
-    config_overrides: str | None = field(default=None, metadata={
-        "help": "Any other VanillaTransformerConfig values, e.g. 'normalize_before=true,position_embedding_type=learned'."})
-
-    def config_values(self) -> dict:
-        """The VanillaTransformerConfig values these options set. An unknown --config_overrides key is an error that
-        names the closest fields; so is a key the tokenizer sets (vocab_size, the special token ids)."""
-        values = {name: getattr(self, name) for name in
-                  ("d_model", "encoder_layers", "decoder_layers", "dropout", "attention_dropout", "activation_dropout")
-                  if getattr(self, name) is not None}
-        if self.attention_heads is not None:
-            values.update(encoder_attention_heads=self.attention_heads, decoder_attention_heads=self.attention_heads)
-        if self.ffn_dim is not None:
-            values.update(encoder_ffn_dim=self.ffn_dim, decoder_ffn_dim=self.ffn_dim)
-        for item in filter(None, (self.config_overrides or "").split(",")):
-            key, sep, raw = item.partition("=")
-            if not sep:
-                raise ValueError(f"--config_overrides expects key=value pairs separated by commas, got {item!r}.")
-            key = key.strip()
-            check_config_key(key)
-            try:
-                value = json.loads(raw)
-            except json.JSONDecodeError:
-                value = raw
-            values[key] = value
-        return values
-
-
-# Set by build_model from the tokenizer, so an override would be ignored.
-TOKENIZER_CONFIG_KEYS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
-
-
-def check_config_key(key: str) -> None:
-    """Raise ValueError (one line) unless `key` names a VanillaTransformerConfig field or one of its aliases."""
-    from vanilla_transformer import VanillaTransformerConfig
-
-    if key in TOKENIZER_CONFIG_KEYS:
-        raise ValueError(f"--config_overrides: {key} is set from the tokenizer"
-                         + (" (--vocab_size sets the size of the BPE vocabulary trained on the data)."
-                            if key == "vocab_size" else "."))
-    valid = [*VanillaTransformerConfig.__dataclass_fields__, *VanillaTransformerConfig.attribute_map]
-    if key not in valid:
-        close = difflib.get_close_matches(key, valid, n=3, cutoff=0.6)
-        hint = f"did you mean {' or '.join(close)}?" if close else "VanillaTransformerConfig has no such field"
-        raise ValueError(f"--config_overrides: unknown key {key!r} ({hint})")
+from .presets import PRESETS
 
 
 class UsageError(Exception):
     """A problem with the command line or the data, reported without a traceback."""
-
-
-def _explicit_options(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
-    """Names of the options given on the command line (as opposed to taken from a default or preset)."""
-    unset = object()
-    namespace = argparse.Namespace(**{action.dest: unset for action in parser._actions})
-    parser.parse_known_args(argv, namespace=namespace)  # argparse leaves attributes it finds in the namespace alone
-    return {name for name, value in vars(namespace).items() if value is not unset}
-
-
-def parse_arguments(argv: list[str] | None = None):
-    """-> (data_args, model_args, training_args, explicit option names). Preset values become the defaults."""
-    from transformers import HfArgumentParser
-
-    argv = sys.argv[1:] if argv is None else list(argv)
-    preset_parser = argparse.ArgumentParser(add_help=False)
-    preset_parser.add_argument("--preset", default="demo")
-    preset_name = preset_parser.parse_known_args(argv)[0].preset
-    parser = HfArgumentParser((DataArguments, ModelArguments, TranslationTrainingArguments), usage=USAGE)
-    if preset_name not in PRESETS:
-        parser.error(f"unknown --preset {preset_name!r}; choose one of {', '.join(PRESETS)}")
-    preset = PRESETS[preset_name]
-    defaults = {**preset.training_defaults(), **preset.data, "output_dir": os.path.join("outputs", preset_name)}
-    try:
-        import tensorboard  # noqa: F401
-
-        defaults["report_to"] = "tensorboard"
-    except ImportError:
-        defaults["report_to"] = "none"
-    import torch
-
-    defaults["dataloader_pin_memory"] = torch.cuda.is_available()
-    defaults["ddp_find_unused_parameters"] = False  # every parameter takes part in every step
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
-        # torchrun on a machine without GPUs: accelerate runs several CPU processes (gloo) only with use_cpu
-        defaults["use_cpu"] = True
-    parser.set_defaults(**defaults)
-    explicit = _explicit_options(parser, argv)
-    try:
-        data_args, model_args, training_args = parser.parse_args_into_dataclasses(args=argv)
-    except ValueError as error:  # the dataclasses' own checks (__post_init__)
-        parser.error(str(error))
-    return data_args, model_args, training_args, explicit
 
 
 def _log(training_args, message: str) -> None:
@@ -341,6 +199,14 @@ def check_output_dir(training_args, resume: str | None, inputs=()) -> None:
                          "another --output_dir.")
 
 
+def steps_wanted(training_args, saved_max_steps: int) -> int:
+    """The step a run ends at: --max_steps, else (none given, or a time budget whose plan set it) the max_steps that
+    the saved trainer_state.json records."""
+    if training_args.max_steps and training_args.max_steps > 0 and not training_args.plans_time_budget:
+        return training_args.max_steps
+    return saved_max_steps
+
+
 def finished_run(training_args) -> dict | None:
     """The saved metrics when --output_dir holds the finished model of a run that reached --max_steps (its
     trainer_state.json says so), else None. Resuming such a run has nothing left to do."""
@@ -356,7 +222,7 @@ def finished_run(training_args) -> dict | None:
         step, max_steps = int(state["global_step"]), int(state.get("max_steps") or 0)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    wanted = training_args.max_steps if training_args.max_steps and training_args.max_steps > 0 else max_steps
+    wanted = steps_wanted(training_args, max_steps)
     if not wanted or step < wanted:
         return None
     _log(training_args, f"{output_dir} holds the finished run (step {step} of {wanted}); nothing to train. Give a "
@@ -506,13 +372,6 @@ def check_options(data_args, model_args) -> None:
         raise UsageError(str(error)) from None
 
 
-def check_learning_rate_options(training_args, explicit: set[str]) -> None:
-    """The paper's learning rate needs warm-up steps; checked before any work (and before anything is written)."""
-    if "learning_rate" not in explicit and (not training_args.warmup_steps or training_args.warmup_steps < 1):
-        raise UsageError("The paper's learning rate (d_model * warmup_steps)^-0.5 needs --warmup_steps >= 1; "
-                         "give --learning_rate to choose one yourself.")
-
-
 def load_data(data_args, training_args):
     """-> (splits cut to --max_*_samples, source_lang, target_lang, data set name for the card)."""
     splits, source_lang, target_lang, dataset_name = load_splits(data_args, training_args)
@@ -524,28 +383,30 @@ def load_data(data_args, training_args):
     return splits, source_lang, target_lang, dataset_name
 
 
-def prepare_model_and_learning_rate(model, tokenizer, data_args, model_args, training_args, explicit: set[str]):
-    """Check that the tokenizer fits the model, cap the decoding length of a new model and, unless --learning_rate
-    is given, set the paper's peak learning rate."""
+def prepare_model(model, tokenizer, data_args, model_args, training_args) -> None:
+    """Check that the tokenizer fits the model and cap the decoding length of a new model."""
     if len(tokenizer) > model.config.vocab_size:
         raise UsageError(f"The tokenizer has {len(tokenizer)} tokens but the model only {model.config.vocab_size}.")
     if model_args.model_name_or_path is None:
         # Decode at most as long as the longest target trained on (+ the start token): a half-trained model that
         # loops would otherwise run its beams to 256 tokens. The paper caps at input length + 50 (section 6.1).
         model.generation_config.max_length = min(model.generation_config.max_length, data_args.max_target_length + 1)
-    if "learning_rate" not in explicit:
-        check_learning_rate_options(training_args, explicit)
-        training_args.learning_rate = paper_learning_rate(model.config.d_model, int(training_args.warmup_steps))
+    from .precision import precision_in_use
+
+    warmup = (f"{training_args.warmup_steps:g} of the steps" if training_args.warmup_steps < 1
+              else f"{int(training_args.warmup_steps)} steps")
     _log(training_args, f"Model: {model.num_parameters():,} parameters, d_model {model.config.d_model}, "
          f"{model.config.encoder_layers}+{model.config.decoder_layers} layers, vocabulary {len(tokenizer):,}; "
-         f"peak learning rate {training_args.learning_rate:.3g} after {training_args.warmup_steps} warmup steps")
+         f"peak learning rate {training_args.learning_rate:.3g} after a warmup of {warmup}; "
+         f"{precision_in_use(training_args)}")
 
 
-def build_trainer(model, tokenizer, splits, data_args, training_args, card_info: dict, callbacks=None):
+def build_trainer(model, tokenizer, splits, data_args, training_args, state: "RunState", callbacks=None):
     """-> (TranslationTrainer, tokenized splits, their texts). Validation BLEU is computed only with a split."""
     from transformers import DataCollatorForSeq2Seq
 
-    from .trainer import TranslationTrainer, bleu_metric
+    from .metrics import bleu_metric
+    from .trainer import TranslationTrainer
 
     tokenized, texts = tokenize_splits(splits, tokenizer, data_args.max_source_length, data_args.max_target_length)
     eval_dataset = tokenized.get("validation")
@@ -556,7 +417,7 @@ def build_trainer(model, tokenizer, splits, data_args, training_args, card_info:
     compute_metrics = None
     if eval_dataset is not None:
         compute_metrics = bleu_metric(tokenizer, texts["validation"]["target"], data_args.bleu_tokenize)
-    card_info["examples"] = example_sentences(texts)
+    state.examples = example_sentences(texts)
     trainer = TranslationTrainer(
         model=model,
         args=training_args,
@@ -566,7 +427,7 @@ def build_trainer(model, tokenizer, splits, data_args, training_args, card_info:
         processing_class=tokenizer,
         compute_metrics=compute_metrics,
         callbacks=callbacks,
-        card_info=card_info,
+        run_state=state,
     )
     return trainer, tokenized, texts
 
@@ -579,7 +440,7 @@ def reached_max_steps(checkpoint: str, training_args) -> int | None:
         step, max_steps = int(state["global_step"]), int(state.get("max_steps") or 0)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    wanted = training_args.max_steps if training_args.max_steps and training_args.max_steps > 0 else max_steps
+    wanted = steps_wanted(training_args, max_steps)
     return step if wanted and step >= wanted else None
 
 
@@ -601,24 +462,35 @@ def train(trainer, training_args, resume: str | None) -> dict:
 
 def average_last_checkpoints(trainer, training_args) -> int:
     """Load the mean of the last --average_last_n_checkpoints checkpoints into the model (section 6.1 of the
-    paper); returns how many were averaged (0: none)."""
+    paper); returns how many were averaged (0: none). A time-budget run that the clock stopped before its plan
+    averages the checkpoints it saved."""
     if training_args.average_last_n_checkpoints <= 1:
         return 0
-    from .average_checkpoints import average_state_dicts, last_checkpoints
+    from .average_checkpoints import CHECKPOINT_PATTERN, average_state_dicts, last_checkpoints
 
     trainer.accelerator.wait_for_everyone()
-    checkpoints = last_checkpoints(training_args.output_dir, training_args.average_last_n_checkpoints)
+    saved = sum(bool(CHECKPOINT_PATTERN.match(name)) for name in os.listdir(training_args.output_dir))
+    wanted = training_args.average_last_n_checkpoints
+    plan = trainer.time_budget.plan if trainer.time_budget is not None else None
+    if plan is not None and len(plan.checkpoint_steps) < wanted:  # a short budget: as many as fit (the plan's note)
+        wanted = len(plan.checkpoint_steps)
+    if training_args.plans_time_budget and saved < wanted:
+        _log(training_args, f"The time ran out before the plan's last checkpoints: averaging {saved}, not {wanted}")
+        wanted = saved
+    if wanted <= 1:
+        return 0
+    checkpoints = last_checkpoints(training_args.output_dir, wanted)
     trainer.model.load_state_dict(average_state_dicts(checkpoints))
     _log(training_args, f"Averaged the weights of {', '.join(os.path.basename(c) for c in checkpoints)}")
     return len(checkpoints)
 
 
-def evaluate(trainer, tokenizer, tokenized, texts, data_args, training_args,
+def evaluate(trainer, tokenizer, tokenized, texts, data_args, training_args, target_lang,
              folder: str | None = None) -> tuple[str | None, dict]:
     """Translate the test split (else the validation split) with beam search, write the translations to
-    {split}_predictions.txt in input order (in `folder`, default --output_dir) and score them.
-    -> (split or None, scores)."""
-    from .trainer import decode_predictions, translation_scores
+    {split}_predictions.txt in input order (in `folder`, default --output_dir) and score them
+    (training/metrics.py). -> (split or None, scores)."""
+    from .metrics import decode_predictions, translation_scores
 
     split = "test" if "test" in tokenized else "validation" if "validation" in tokenized else None
     if split is None:
@@ -626,7 +498,8 @@ def evaluate(trainer, tokenizer, tokenized, texts, data_args, training_args,
     trainer.compute_metrics = None  # scored below against this split's references
     output = trainer.predict(tokenized[split], metric_key_prefix=split)
     predictions = decode_predictions(tokenizer, output.predictions, len(tokenized[split]))
-    scores = translation_scores(predictions, texts[split]["target"], data_args.bleu_tokenize)
+    scores = translation_scores(predictions, texts[split]["target"], data_args.bleu_tokenize,
+                                target_lang=target_lang if data_args.literature_bleu else None)
     if trainer.is_world_process_zero():  # in the order of the input, one line per sentence
         in_order = [""] * len(predictions)
         for index, prediction in zip(texts[split]["index"], predictions):
@@ -634,40 +507,51 @@ def evaluate(trainer, tokenizer, tokenized, texts, data_args, training_args,
         with open(os.path.join(folder or training_args.output_dir, f"{split}_predictions.txt"), "w",
                   encoding="utf-8") as f:
             f.write("\n".join(in_order) + "\n")
-    _log(training_args, f"{split.capitalize()} set ({len(predictions)} sentences): BLEU "
-         f"{scores['bleu']:.2f}, chrF {scores['chrf']:.2f}, exact match {100 * scores['exact_match']:.1f}%")
+    literature = (f", literature BLEU (lowercased, Moses-tokenised) {scores['literature_bleu']:.2f}"
+                  if "literature_bleu" in scores else "")
+    _log(training_args, f"{split.capitalize()} set ({len(predictions)} sentences): BLEU {scores['bleu']:.2f} "
+         f"({scores['bleu_signature']}), chrF {scores['chrf']:.2f}{literature}, exact match "
+         f"{100 * scores['exact_match']:.1f}%")
     return split, scores
 
 
-def training_summary(data_args, training_args, model, trainer, *, source_lang, target_lang, training_pairs: int,
-                     averaged: int, metrics: dict) -> dict:
+def training_summary(data_args, training_args, model, trainer, state: "RunState", *, training_pairs: int,
+                     metrics: dict) -> dict:
     """The "Training" table of the model card: recipe, data, batch, optimizer, schedule, averaging, time."""
     lr = training_args.learning_rate
-    return {
+    schedule = getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)
+    from .precision import precision_in_use
+
+    summary = {
         "recipe": "Vaswani et al. (2017), section 5",
         "preset": data_args.preset,
         "data": (f"{data_args.dataset_name} {data_args.dataset_config_name or ''} (Hugging Face datasets)"
                  if data_args.dataset_name else
                  f"text files {os.path.basename(data_args.train_source)} / {os.path.basename(data_args.train_target)}"
                  if data_args.train_source else
-                 f"number words generated with num2words, {source_lang} -> {target_lang}"),
+                 f"number words generated with num2words, {state.source_lang} -> {state.target_lang}"),
         "training pairs": training_pairs,
         "optimizer steps": trainer.state.global_step,
         "batch": (f"~{training_args.max_tokens} tokens per device (sentences of similar length)"
                   if training_args.max_tokens else f"{training_args.per_device_train_batch_size} sentences per device"),
         "devices": training_args.world_size,
+        "precision": precision_in_use(training_args),
         "gradient accumulation": training_args.gradient_accumulation_steps,
         "optimizer": f"Adam(beta1={training_args.adam_beta1}, beta2={training_args.adam_beta2}, "
                      f"eps={training_args.adam_epsilon}), weight decay {training_args.weight_decay}",
-        "learning rate": f"{training_args.lr_scheduler_type.value if hasattr(training_args.lr_scheduler_type, 'value') else training_args.lr_scheduler_type}, "
-                         f"peak {lr:.3g} after {training_args.warmup_steps} warmup steps",
+        "learning rate": (f"{schedule}, peak {lr:.3g} after {state.budget.warmup_steps} warmup steps" if state.budget
+                          else f"{schedule}, peak {lr:.3g} after {training_args.warmup_steps} warmup steps"),
         "label smoothing": training_args.label_smoothing_factor,
         "BLEU": f"sacreBLEU corpus BLEU, {data_args.bleu_tokenize} tokenization, beam search as in "
-                "generation_config.json",
+                "generation_config.json" + (f" (signature {state.signatures['bleu']}; chrF {state.signatures['chrf']})"
+                                             if state.signatures else ""),
         "dropout": model.config.dropout,
-        "checkpoint averaging": f"last {averaged} checkpoints" if averaged else "none",
+        "checkpoint averaging": f"last {state.averaged} checkpoints" if state.averaged else "none",
         "training time": f"{metrics.get('train_runtime', 0) / 60:.1f} min",
     }
+    if state.budget:
+        summary["time budget"] = state.budget.describe()
+    return summary
 
 
 def final_staging_folder(training_args) -> str:
@@ -696,7 +580,7 @@ def save(trainer, training_args, metrics: dict, folder: str | None = None) -> No
         if not training_args.push_to_hub:
             from .trainer import write_model_card
 
-            write_model_card(trainer.model, folder, **trainer.card_info)
+            write_model_card(trainer.model, folder, **(trainer.run_state.card_fields() if trainer.run_state else {}))
 
 
 def commit_final_save(trainer, training_args, staging: str) -> None:
@@ -711,14 +595,34 @@ def commit_final_save(trainer, training_args, staging: str) -> None:
         trainer.push_to_hub(commit_message="Model save", revision=training_args.hub_revision)
 
 
-def run(data_args, model_args, training_args, explicit: set[str], callbacks=None) -> dict:
+@dataclass
+class RunState:
+    """What one run learns about itself on the way, owned by `run`; the model card is written from it."""
+
+    source_lang: str | None
+    target_lang: str | None
+    dataset_name: str | None
+    examples: list[str] | None = None  # source sentences for the card's usage snippet
+    budget: BudgetPlan | None = None  # the plan of a --max_train_minutes run (training/budget.py)
+    averaged: int = 0  # checkpoints averaged into the final weights
+    metrics: dict | None = None  # numeric scores and the split they were measured on
+    signatures: dict = field(default_factory=dict)  # sacreBLEU's signatures of those scores
+    training_summary: dict | None = None
+
+    def card_fields(self) -> dict:
+        """The keyword arguments of `render_model_card`."""
+        return dict(source_lang=self.source_lang, target_lang=self.target_lang, dataset_name=self.dataset_name,
+                    examples=self.examples, metrics=self.metrics, training_summary=self.training_summary)
+
+
+def run(data_args, model_args, training_args, explicit: set[str] = frozenset(), callbacks=None) -> dict:
     """The whole run, step by step: check the options, load the data, build tokenizer, model and trainer, train,
-    average the last checkpoints, translate and score the test set, save a Hub-ready folder."""
+    average the last checkpoints, translate and score the test set, save a Hub-ready folder. The options are
+    settled (`training.arguments.parse_arguments`); `explicit` names those given on the command line."""
     from transformers import set_seed
 
     started = time.monotonic()
     check_options(data_args, model_args)
-    check_learning_rate_options(training_args, explicit)
     set_seed(training_args.seed)
     resume = resolve_resume_checkpoint(training_args)
     check_checkpoints(resume, model_args, data_args)
@@ -732,26 +636,31 @@ def run(data_args, model_args, training_args, explicit: set[str], callbacks=None
     splits, source_lang, target_lang, dataset_name = load_data(data_args, training_args)
     tokenizer = build_tokenizer(data_args, model_args, training_args, splits, resume)
     model = build_model(model_args, PRESETS[data_args.preset], tokenizer, resume)
-    prepare_model_and_learning_rate(model, tokenizer, data_args, model_args, training_args, explicit)
-    card_info = dict(source_lang=source_lang, target_lang=target_lang,
-                     dataset_name=data_args.dataset_card_name or dataset_name)
-    trainer, tokenized, texts = build_trainer(model, tokenizer, splits, data_args, training_args, card_info, callbacks)
+    prepare_model(model, tokenizer, data_args, model_args, training_args)
+    state = RunState(source_lang, target_lang, data_args.dataset_card_name or dataset_name)
+    trainer, tokenized, texts = build_trainer(model, tokenizer, splits, data_args, training_args, state, callbacks)
 
     from vanilla_transformer.files import writing_errors
 
     with output_dir_lock(training_args), writing_errors(training_args.output_dir):
         prepare_output_dir(training_args, resume, inputs)
         metrics = train(trainer, training_args, resume)
-        averaged = average_last_checkpoints(trainer, training_args)
+        if trainer.time_budget is not None:
+            state.budget = trainer.time_budget.plan
+        state.averaged = average_last_checkpoints(trainer, training_args)
         staging = final_staging_folder(training_args)
-        evaluated_split, scores = evaluate(trainer, tokenizer, tokenized, texts, data_args, training_args, staging)
+        evaluated_split, scores = evaluate(trainer, tokenizer, tokenized, texts, data_args, training_args,
+                                           target_lang, staging)
         if evaluated_split is not None:
             metrics.update({f"{evaluated_split}_{k}": v for k, v in scores.items()})
-            card_info["metrics"] = {**scores, "split": evaluated_split}
-        card_info["training_summary"] = training_summary(
-            data_args, training_args, model, trainer, source_lang=source_lang, target_lang=target_lang,
-            training_pairs=len(tokenized["train"]), averaged=averaged, metrics=metrics)
-        trainer.card_info = card_info
+            state.signatures = {k.removesuffix("_signature"): v for k, v in scores.items()
+                                if k.endswith("_signature")}
+            state.metrics = {**{k: v for k, v in scores.items() if not k.endswith("_signature")},
+                             "split": evaluated_split}
+        if state.budget is not None:
+            metrics["time_budget"] = state.budget.card_entry()
+        state.training_summary = training_summary(data_args, training_args, model, trainer, state,
+                                                  training_pairs=len(tokenized["train"]), metrics=metrics)
         save(trainer, training_args, metrics, staging)
         commit_final_save(trainer, training_args, staging)
     metrics["total_seconds"] = round(time.monotonic() - started, 1)
@@ -770,7 +679,7 @@ def run(data_args, model_args, training_args, explicit: set[str], callbacks=None
 def check_requirements() -> None:
     import importlib.util
 
-    missing = [name for name in ("accelerate", "datasets", "sacrebleu", "num2words")
+    missing = [name for name in ("accelerate", "datasets", "sacrebleu", "sacremoses", "num2words")
                if importlib.util.find_spec(name) is None]
     if missing:
         sys.exit(f"error: training needs {', '.join(missing)}: pip install \"vanilla-transformer[train]\"")
@@ -782,6 +691,10 @@ def main(argv: list[str] | None = None, callbacks=None) -> dict:
     from vanilla_transformer.files import OutputError
 
     data_args, model_args, training_args, explicit = parse_arguments(argv)
+    from .precision import default_precision, precision_in_use
+
+    _log(training_args, "Precision: " + (f"{precision_in_use(training_args)}, as asked" if {"bf16", "fp16"} & explicit
+                                          else default_precision(training_args.use_cpu)[1]))
     try:
         return run(data_args, model_args, training_args, explicit, callbacks=callbacks)
     except (UsageError, DataError, OutputError) as error:

@@ -1,10 +1,13 @@
 """Seq2SeqTrainer with the paper's batching, and the pieces `training.train` hangs on it.
 
 - `TranslationTrainingArguments`: `Seq2SeqTrainingArguments` plus `--max_tokens` (token-budget batches),
-  `--max_train_minutes` (wall-clock budget) and `--average_last_n_checkpoints`.
+  `--max_train_minutes` (wall-clock budget, see training/budget.py), `--average_last_n_checkpoints` and
+  `--averaging_span`; `--learning_rate` defaults to None, "the preset's or the paper's", settled while parsing.
 - `TranslationTrainer`: trains on `TokenBudgetBatchSampler` batches, always normalises the loss by the number of
-  target tokens in the whole optimizer step, and writes the model card with `render_model_card`.
-- `translation_scores`: corpus BLEU and chrF (sacreBLEU) and exact match against the raw reference strings.
+  target tokens in the whole optimizer step, follows a time budget's plan, and writes the model card with
+  `render_model_card`.
+
+The scores (sacreBLEU, chrF, the literature's BLEU) are in training/metrics.py.
 """
 
 import math
@@ -13,15 +16,23 @@ import shutil
 import time
 from dataclasses import dataclass, field
 
+from torch.optim.lr_scheduler import LambdaLR
 from torch.utils.data import DataLoader, SequentialSampler
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
+from transformers.trainer_callback import ProgressCallback
 from transformers.trainer_pt_utils import LabelSmoother
 
 from .batching import TokenBudgetBatchSampler
+from .budget import PLACEHOLDER_MAX_STEPS, BudgetSchedule, MinutesProgressBar, TimeBudget
 
 
 @dataclass
 class TranslationTrainingArguments(Seq2SeqTrainingArguments):
+    learning_rate: float | None = field(
+        default=None,
+        metadata={"help": "Peak learning rate. Default: the preset's, else the paper's (d_model * warmup_steps)^-0.5 "
+                          "(equation 3), settled when the options are parsed."},
+    )
     max_tokens: int | None = field(
         default=None,
         metadata={"help": "Token budget of a training batch on each device (padded source or target tokens, whichever "
@@ -30,7 +41,16 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     )
     max_train_minutes: float | None = field(
         default=None,
-        metadata={"help": "Stop training (and save a checkpoint) after this many minutes of wall-clock time."},
+        metadata={"help": "Wall-clock budget of the training in minutes. Without --max_steps the run sizes itself to "
+                          "it: it times its first steps, then plans the steps that fit, the warmup (--warmup_steps, "
+                          "a fraction or a number of steps), the decay to the end of the budget and the checkpoints "
+                          "to average, and prints the plan. With --max_steps it only stops training (and saves) when "
+                          "the time is up."},
+    )
+    budget_calibration_steps: int = field(
+        default=20,
+        metadata={"help": "With --max_train_minutes: steps timed (after 3 untimed ones) before planning the run; "
+                          "fewer (at least 3) where timing them would take more than a tenth of the budget."},
     )
     overwrite_output_dir: bool = field(
         default=False,
@@ -41,6 +61,22 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         metadata={"help": "Average the weights of the last N checkpoints into the final model (section 6.1: 5 for "
                           "base, 20 for big). 0 or 1: keep the final weights."},
     )
+    budget_checkpoints: int | None = field(
+        default=None,
+        metadata={"help": "With --max_train_minutes: how many checkpoints the plan saves over the last --averaging_span "
+                          "(to average them later, e.g. with training.average_checkpoints). Default: "
+                          "--average_last_n_checkpoints."},
+    )
+    averaging_span: float = field(
+        default=0.2,
+        metadata={"help": "With --max_train_minutes: the averaged checkpoints are spread over this last fraction of "
+                          "the planned steps."},
+    )
+
+    @property
+    def plans_time_budget(self) -> bool:
+        """True when --max_train_minutes sizes the run (no --max_steps given: max_steps is the placeholder)."""
+        return bool(self.max_train_minutes) and self.max_steps == PLACEHOLDER_MAX_STEPS
 
     def __post_init__(self):
         super().__post_init__()
@@ -48,6 +84,14 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             raise ValueError(f"--max_tokens must be positive (or 0 for fixed-size batches), got {self.max_tokens}.")
         if self.max_train_minutes is not None and self.max_train_minutes <= 0:
             raise ValueError(f"--max_train_minutes must be positive, got {self.max_train_minutes}.")
+        if self.learning_rate is not None and self.learning_rate <= 0:
+            raise ValueError(f"--learning_rate must be positive, got {self.learning_rate}.")
+        if self.budget_calibration_steps < 1:
+            raise ValueError(f"--budget_calibration_steps must be >= 1, got {self.budget_calibration_steps}.")
+        if self.budget_checkpoints is not None and self.budget_checkpoints < 1:
+            raise ValueError(f"--budget_checkpoints must be >= 1, got {self.budget_checkpoints}.")
+        if not 0 < self.averaging_span <= 1:
+            raise ValueError(f"--averaging_span must be in (0, 1], got {self.averaging_span}.")
         if self.average_last_n_checkpoints < 0:
             raise ValueError(f"--average_last_n_checkpoints must be >= 0, got {self.average_last_n_checkpoints}.")
         if (self.average_last_n_checkpoints > 1 and self.save_total_limit is not None
@@ -74,8 +118,9 @@ class EpochForTokenBatches(TrainerCallback):
             self.sampler.set_epoch(state.global_step // steps_per_epoch)
 
 
-class TimeBudgetCallback(TrainerCallback):
-    """Stops training once `minutes` of wall-clock time have passed, saving a checkpoint of the last step."""
+class TimeLimit(TrainerCallback):
+    """Stops training once `minutes` of wall-clock time have passed, saving a checkpoint of the last step (a run
+    with both --max_steps and --max_train_minutes: the schedule is --max_steps', the clock only stops it)."""
 
     def __init__(self, minutes: float):
         self.seconds = 60.0 * minutes
@@ -91,6 +136,16 @@ class TimeBudgetCallback(TrainerCallback):
         return control
 
 
+def _print_above_the_bar(line: str) -> None:
+    """Print a line of the log above a tqdm progress bar (not glued to its end), flushed."""
+    import sys
+
+    from tqdm.auto import tqdm
+
+    tqdm.write(line)
+    sys.stdout.flush()
+
+
 class TranslationTrainer(Seq2SeqTrainer):
     """`Seq2SeqTrainer` with token-budget training batches and the package's model card.
 
@@ -101,12 +156,15 @@ class TranslationTrainer(Seq2SeqTrainer):
     process accumulating their N batches, whatever the model does with `num_items_in_batch` itself.
     """
 
-    def __init__(self, *args, card_info: dict | None = None, **kwargs):
+    def __init__(self, *args, run_state=None, **kwargs):
         training_args = kwargs.get("args", args[1] if len(args) > 1 else None)
         if kwargs.get("compute_loss_func") is None and training_args is not None:
             kwargs["compute_loss_func"] = LabelSmoother(epsilon=training_args.label_smoothing_factor)
         super().__init__(*args, **kwargs)
-        self.card_info = card_info or {}
+        if self.args.learning_rate is None:
+            raise ValueError("TranslationTrainingArguments.learning_rate is None: give a learning rate (training.train "
+                             "settles it from the preset or the paper's formula while parsing).")
+        self.run_state = run_state  # training.train.RunState: what the model card says about the run
         self.token_batch_sampler = None
         if self.args.max_tokens and self.train_dataset is not None:
             columns = self.train_dataset.column_names
@@ -123,8 +181,34 @@ class TranslationTrainer(Seq2SeqTrainer):
                 seed=self.args.data_seed if self.args.data_seed is not None else self.args.seed,
             )
             self.add_callback(EpochForTokenBatches(self.token_batch_sampler))
-        if self.args.max_train_minutes:
-            self.add_callback(TimeBudgetCallback(self.args.max_train_minutes))
+        self.budget_schedule = self.time_budget = None
+        if self.args.plans_time_budget:
+            self._follow_time_budget()
+        elif self.args.max_train_minutes:
+            self.add_callback(TimeLimit(self.args.max_train_minutes))
+
+    def _follow_time_budget(self) -> None:
+        """Plan the run after timing its first steps (training/budget.py); the bar counts minutes."""
+        args = self.args
+        self.budget_schedule = BudgetSchedule(
+            getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type),
+            provisional_warmup=10 * (3 + args.budget_calibration_steps))
+        self.time_budget = TimeBudget(
+            args.max_train_minutes, self.budget_schedule, warmup=args.warmup_steps,
+            average_last=args.budget_checkpoints or args.average_last_n_checkpoints, averaging_span=args.averaging_span,
+            calibration_steps=args.budget_calibration_steps,
+            log=_print_above_the_bar)
+        self.add_callback(self.time_budget)
+        if self.pop_callback(ProgressCallback) is not None:
+            self.add_callback(MinutesProgressBar(args.max_train_minutes))
+
+    def create_scheduler(self, num_training_steps: int, optimizer=None):
+        """A time-budget run follows its plan (`BudgetSchedule`); any other the Trainer's `--lr_scheduler_type`."""
+        if self.budget_schedule is None:
+            return super().create_scheduler(num_training_steps, optimizer)
+        if self.lr_scheduler is None:
+            self.lr_scheduler = LambdaLR(optimizer or self.optimizer, self.budget_schedule)
+        return self.lr_scheduler
 
     # ---- Atomic checkpoints -------------------------------------------------------------------------------------
     # The Trainer writes checkpoint-STEP file by file (weights, optimizer, scheduler, RNG states, trainer_state.json)
@@ -227,7 +311,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         """Write README.md with `vanilla_transformer.model_card.render_model_card` (also used by `push_to_hub`)."""
         if not self.is_world_process_zero():
             return
-        write_model_card(self.model, self.args.output_dir, **self.card_info)
+        write_model_card(self.model, self.args.output_dir, **(self.run_state.card_fields() if self.run_state else {}))
 
 
 def write_model_card(model, output_dir: str, **card_info) -> str:
@@ -238,48 +322,3 @@ def write_model_card(model, output_dir: str, **card_info) -> str:
     path = os.path.join(output_dir, "README.md")
     card.save(path)
     return path
-
-
-def translation_scores(predictions: list[str], references: list[str], bleu_tokenize: str = "13a") -> dict[str, float]:
-    """Corpus BLEU (sacreBLEU; `bleu_tokenize` "13a" is its standard, "char" suits languages or data without
-    spaces, like the demo's German number words), chrF and the fraction of exact matches."""
-    import sacrebleu
-
-    if len(predictions) != len(references):
-        raise ValueError(f"Got {len(predictions)} translations for {len(references)} references.")
-    predictions = [p.strip() for p in predictions]
-    references = [r.strip() for r in references]
-    return {
-        "bleu": round(sacrebleu.corpus_bleu(predictions, [references], tokenize=bleu_tokenize).score, 2),
-        "chrf": round(sacrebleu.corpus_chrf(predictions, [references]).score, 2),
-        "exact_match": round(sum(p == r for p, r in zip(predictions, references)) / max(len(references), 1), 4),
-    }
-
-
-def decode_predictions(tokenizer, predictions, count: int) -> list[str]:
-    """Token ids from `predict_with_generate` (padded with -100 across batches) -> `count` strings.
-
-    Under several processes, accelerate completes the last batch of each process with examples from the start of
-    the dataset; the Trainer (transformers 5.23, accelerate on CPU/gloo) was seen to return those extra rows. The
-    gathered rows keep the dataset order, so the first `count` rows are the predictions.
-    """
-    import numpy as np
-
-    if isinstance(predictions, tuple):
-        predictions = predictions[0]
-    if len(predictions) < count:
-        raise ValueError(f"Got {len(predictions)} predictions for {count} examples.")
-    predictions = predictions[:count]
-    predictions = np.where(predictions != -100, predictions, tokenizer.pad_token_id)
-    return tokenizer.batch_decode(predictions, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-
-
-def bleu_metric(tokenizer, references: list[str], bleu_tokenize: str = "13a"):
-    """`compute_metrics` for the Trainer: decodes the generated ids and scores them against the raw references
-    (not the tokenised, truncated labels), in dataset order."""
-
-    def compute_metrics(eval_prediction) -> dict[str, float]:
-        predictions = decode_predictions(tokenizer, eval_prediction.predictions, len(references))
-        return translation_scores(predictions, references, bleu_tokenize)
-
-    return compute_metrics

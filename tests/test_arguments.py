@@ -1,0 +1,67 @@
+"""training/arguments.py: presets fill the dataclasses they name, and the learning rate is settled while parsing."""
+
+import dataclasses
+
+import pytest
+
+from helpers import run_main
+from training.arguments import DataArguments, parse_arguments
+from training.presets import PRESETS, paper_learning_rate
+from training.trainer import TranslationTrainingArguments
+
+DATA = ["--train_source", "a.en", "--train_target", "a.de", "--report_to", "none"]
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_preset_value_is_a_field_of_the_dataclass_it_names(name):
+    preset = PRESETS[name]
+    data_fields = {f.name for f in dataclasses.fields(DataArguments)}
+    training_fields = {f.name for f in dataclasses.fields(TranslationTrainingArguments)}
+    assert set(preset.data) <= data_fields, set(preset.data) - data_fields
+    assert set(preset.training_defaults()) <= training_fields, set(preset.training_defaults()) - training_fields
+    data_args, _, args, _ = parse_arguments(["--preset", name, *DATA])
+    for key, value in preset.data.items():
+        assert getattr(data_args, key) == value, key
+    for key in ("max_tokens", "max_steps", "warmup_steps", "average_last_n_checkpoints"):
+        if key in preset.training:
+            assert getattr(args, key) == preset.training[key], key
+
+
+def test_learning_rate_is_settled_while_parsing():
+    _, _, args, explicit = parse_arguments(["--report_to", "none"])  # demo: the paper's, d_model 128, warmup 300
+    assert args.learning_rate == pytest.approx(paper_learning_rate(128, 300)) and "learning_rate" not in explicit
+    _, _, args, _ = parse_arguments(["--report_to", "none", "--d_model", "64", "--warmup_steps", "50"])
+    assert args.learning_rate == pytest.approx(paper_learning_rate(64, 50))
+    _, _, args, _ = parse_arguments(["--preset", "tiny", *DATA])  # the preset's own
+    assert args.learning_rate == PRESETS["tiny"].training["learning_rate"]
+    _, _, args, explicit = parse_arguments(["--preset", "tiny", *DATA, "--learning_rate", "0.01"])
+    assert args.learning_rate == 0.01 and "learning_rate" in explicit
+
+
+def test_paper_learning_rate_needs_a_warmup_in_steps(capsys):
+    code, _, stderr = run_main(parse_arguments, ["--report_to", "none", "--warmup_steps", "0.1"], capsys)
+    assert code == 1 and stderr.count("\n") == 1 and "needs --warmup_steps >= 1" in stderr, stderr
+
+
+def test_paper_learning_rate_from_an_unreadable_checkpoint_is_one_line(tmp_path, capsys):
+    (tmp_path / "config.json").write_text("{not json", encoding="utf-8")
+    code, _, stderr = run_main(parse_arguments, ["--report_to", "none", "--model_name_or_path", str(tmp_path)],
+                               capsys)
+    assert code == 1 and stderr.count("\n") == 1 and "cannot read its config" in stderr, stderr
+    assert "Traceback" not in stderr
+
+
+def test_time_budget_without_max_steps_plans_and_refuses_a_schedule_it_cannot_plan(capsys):
+    _, _, args, _ = parse_arguments(["--preset", "tiny", *DATA, "--max_train_minutes", "5"])
+    assert args.plans_time_budget and args.max_train_minutes == 5
+    _, _, args, _ = parse_arguments(["--preset", "tiny", *DATA, "--max_train_minutes", "5", "--max_steps", "100"])
+    assert not args.plans_time_budget and args.max_steps == 100  # the clock only stops it
+    with pytest.raises(SystemExit):
+        parse_arguments(["--preset", "tiny", *DATA, "--max_train_minutes", "5", "--lr_scheduler_type", "polynomial"])
+    assert "--lr_scheduler_type polynomial needs --max_steps" in capsys.readouterr().err
+
+
+def test_help_shows_the_presets_defaults(capsys):
+    code, out, _ = run_main(parse_arguments, ["--preset", "tiny", "--help"], capsys)
+    assert code == 0 and "object at 0x" not in out
+    assert "(default: 0.003)" in out and "(default: 4096)" in out  # tiny's learning rate and batch tokens

@@ -1,0 +1,170 @@
+"""training/budget.py: `--max_train_minutes` without `--max_steps` sizes the run to the budget.
+
+Oracles: the plan's arithmetic against the measured step time; the learning rates the Trainer logged (from
+trainer_state.json) and the checkpoint folders it wrote, read back after a real tiny run.
+"""
+
+import json
+import math
+import os
+import shutil
+
+import pytest
+
+from training.arguments import parse_arguments
+from training.budget import BudgetSchedule, plan_budget
+from training.train import finished_run
+from training.train import main as train_main
+
+TINY = dict(d_model=32, encoder_layers=1, decoder_layers=1, attention_heads=2, ffn_dim=64, vocab_size=90,
+            demo_train_size=300, max_tokens=200, max_test_samples=24, per_device_eval_batch_size=24,
+            config_overrides="max_position_embeddings=20", report_to="none", disable_tqdm="true",
+            num_sample_translations=0)
+
+
+@pytest.mark.parametrize("seconds_per_step, warmup", [(0.5, 0.1), (0.05, 0.25), (2.0, 300)])
+def test_plan_fits_the_steps_in_the_budget_and_averages_the_last_part(seconds_per_step, warmup):
+    plan = plan_budget(minutes=30, elapsed_seconds=20.0, steps_done=23, seconds_per_step=seconds_per_step,
+                       measured_steps=20, warmup=warmup, schedule="linear", average_last=10, averaging_span=0.2)
+    expected = 23 + int(0.97 * (1800 - 20) / seconds_per_step)
+    assert plan.total_steps == expected
+    assert plan.total_steps * seconds_per_step <= 1800  # the plan ends within the budget
+    if warmup < 1:
+        assert plan.warmup_steps == round(warmup * expected)
+    else:
+        assert plan.warmup_steps == min(300, expected // 4)
+    checkpoints = plan.checkpoint_steps
+    assert len(checkpoints) == 10 and checkpoints[-1] == plan.total_steps
+    assert checkpoints[0] >= plan.total_steps * (1 - 0.2)  # all in the last fifth
+    assert len({b - a for a, b in zip(checkpoints, checkpoints[1:])}) == 1  # evenly spaced
+    assert str(plan.total_steps) in plan.describe() and "warmup" in plan.describe()
+
+
+def test_schedule_warms_up_continuously_then_decays_to_zero_at_the_planned_end():
+    for kind in ("linear", "cosine", "inverse_sqrt"):
+        schedule = BudgetSchedule(kind, provisional_warmup=100)
+        before = [schedule(step) for step in range(11)]
+        assert before == [step / 100 for step in range(11)]
+        plan = plan_budget(minutes=1, elapsed_seconds=5, steps_done=10, seconds_per_step=0.1, measured_steps=7,
+                           warmup=0.1, schedule=kind, average_last=5, averaging_span=0.2)
+        schedule.set_plan(plan)
+        values = [schedule(step) for step in range(plan.total_steps + 1)]
+        assert values[:11] == before  # the plan does not rewrite the steps already made
+        assert max(abs(b - a) for a, b in zip(values, values[1:])) < 0.1  # no jump
+        assert values[plan.warmup_steps] == pytest.approx(1.0) and max(values) == pytest.approx(1.0)
+        after = values[plan.warmup_steps:]
+        assert all(b <= a + 1e-12 for a, b in zip(after, after[1:]))  # decays from the end of the warmup on
+        if kind != "inverse_sqrt":
+            assert values[-1] == pytest.approx(0.0, abs=1e-12)
+        else:
+            assert values[-1] == pytest.approx(math.sqrt(plan.warmup_steps / plan.total_steps))
+    with pytest.raises(ValueError, match="polynomial"):
+        BudgetSchedule("polynomial", 10)
+
+
+def test_a_tiny_budget_warms_up_decays_and_averages_checkpoints_from_the_end_of_the_run(tmp_path, capsys):
+    out = tmp_path / "run"
+    options = {**TINY, "max_train_minutes": 0.25, "warmup_steps": 0.2, "lr_scheduler_type": "linear",
+               "learning_rate": 0.003, "budget_calibration_steps": 5, "average_last_n_checkpoints": 4,
+               "averaging_span": 0.3, "save_total_limit": 4, "logging_steps": 1, "output_dir": str(out)}
+    metrics = train_main([item for k, v in options.items() for item in (f"--{k}", str(v))])
+    printed = capsys.readouterr().out
+    assert printed.count("Time budget: 0.25 min budget:") == 1  # the plan, printed once
+
+    plan = metrics["time_budget"]
+    total, warmup = plan["total_steps"], plan["warmup_steps"]
+    state = json.loads((out / "trainer_state.json").read_text())
+    steps_made = state["global_step"]
+    assert state["max_steps"] == total and total > 2 * 8  # sized by the plan, not the 10,000,000 placeholder
+    assert metrics["train_runtime"] <= 0.25 * 60 + 5  # within the budget (plus the last step and a save)
+    # the Trainer logs at step s the learning rate step s used: the schedule's value after s - 1 steps
+    lr = {entry["step"] - 1: entry["learning_rate"] for entry in state["log_history"] if "learning_rate" in entry}
+    peak_step = max(lr, key=lr.get)
+    assert lr[peak_step] == pytest.approx(0.003, rel=1e-6) and peak_step == warmup  # warmup ends...
+    assert warmup < steps_made - 1  # ... before the budget does
+    decay = [lr[s] for s in sorted(lr) if s >= warmup]
+    assert len(decay) > 3 and all(b < a for a, b in zip(decay, decay[1:]))  # ... and the learning rate decays
+    if steps_made == total:  # the planned end (a much slower machine stops earlier, on the clock)
+        assert lr[total - 1] == pytest.approx(0.003 / (total - warmup), rel=1e-6)  # linear to 0 at the end
+
+    averaged = sorted(int(name.split("-")[1]) for name in os.listdir(out) if name.startswith("checkpoint-"))
+    assert averaged == plan["checkpoint_steps"][-len(averaged):] or averaged[-1] == steps_made
+    assert min(averaged) >= total * (1 - 0.3) - 1  # the averaged checkpoints lie in the last part of the run
+    card = (out / "README.md").read_text()
+    assert "time budget" in card and f"{total:,} steps expected" in card
+
+    # resuming a finished budget run: its planned end (not the placeholder --max_steps) says there is nothing to
+    # train; a run the clock stopped before that end trains on
+    argv = [item for k, v in options.items() for item in (f"--{k}", str(v))]
+    finished = tmp_path / "finished"
+    shutil.copytree(out, finished)
+    (finished / "trainer_state.json").write_text(json.dumps({**state, "global_step": total}))
+    _, _, args, _ = parse_arguments([*argv, "--output_dir", str(finished), "--resume_from_checkpoint", "true"])
+    assert finished_run(args) == json.loads((out / "all_results.json").read_text())
+    (finished / "trainer_state.json").write_text(json.dumps({**state, "global_step": total - 1}))
+    assert finished_run(args) is None
+    if steps_made == total:
+        again = train_main([*argv, "--resume_from_checkpoint", "true"])
+        assert f"holds the finished run (step {total} of {total})" in capsys.readouterr().out
+        assert again["time_budget"] == plan
+
+
+def test_a_short_budget_averages_only_the_checkpoints_that_fit_in_its_last_part():
+    plan = plan_budget(minutes=3, elapsed_seconds=30.0, steps_done=6, seconds_per_step=5.3, measured_steps=3,
+                       warmup=0.2, schedule="linear", average_last=10, averaging_span=0.2)
+    total, checkpoints = plan.total_steps, plan.checkpoint_steps
+    assert total == 6 + int(0.97 * 150 / 5.3)  # 33
+    assert checkpoints == list(range(total - int(0.2 * total), total + 1))  # one per step over the last fifth
+    assert len(checkpoints) < 10 and "fit in the last 0.2" in plan.note
+    assert plan.warmup_steps == round(0.2 * total) and checkpoints[0] > plan.warmup_steps
+
+
+class _State:
+    def __init__(self):
+        self.global_step, self.max_steps, self.is_world_process_zero = 0, 10_000_000, True
+
+
+class _Control:
+    should_save = should_training_stop = False
+
+
+@pytest.mark.parametrize("seconds_per_step, planned_at", [(0.5, 3 + 20), (5.0, 3 + 3)])
+def test_timing_stops_early_when_it_would_take_more_than_a_tenth_of_the_budget(monkeypatch, seconds_per_step,
+                                                                                 planned_at):
+    """3 minutes: 23 steps of 0.5 s are timed (12 s, under the 18 s share); of 5 s steps only 3 are (the share is
+    used up by then), and the plan is made from them."""
+    import training.budget as budget
+
+    clock = [1000.0]
+    monkeypatch.setattr(budget.time, "monotonic", lambda: clock[0])
+    printed = []
+    schedule = BudgetSchedule("linear", provisional_warmup=230)
+    callback = budget.TimeBudget(3, schedule, warmup=0.2, average_last=10, averaging_span=0.2,
+                                 calibration_steps=20, log=printed.append)
+    state, control = _State(), _Control()
+    callback.on_train_begin(None, state, control)
+    while callback.plan is None:
+        clock[0] += seconds_per_step
+        state.global_step += 1
+        callback.on_step_end(None, state, control)
+        assert state.global_step <= 3 + 20
+    assert state.global_step == planned_at and len(printed) == 1
+    assert callback.plan.seconds_per_step == pytest.approx(seconds_per_step)
+    assert state.max_steps == callback.plan.total_steps == planned_at + int(
+        0.97 * (180 - planned_at * seconds_per_step) / seconds_per_step)
+
+
+def test_the_plan_travels_with_the_schedulers_state():
+    """A resumed run gets the plan back from the LambdaLR state in its checkpoint, checkpoint steps included."""
+    import torch
+
+    plan = plan_budget(minutes=30, elapsed_seconds=20.0, steps_done=23, seconds_per_step=1.0, measured_steps=20,
+                       warmup=0.2, schedule="linear", average_last=10, averaging_span=0.2)
+    optimizer = torch.optim.Adam([torch.nn.Parameter(torch.randn(3))], lr=0.003)
+    saved = BudgetSchedule("linear", provisional_warmup=230)
+    saved.set_plan(plan)
+    state = torch.optim.lr_scheduler.LambdaLR(optimizer, saved).state_dict()
+    resumed = BudgetSchedule("linear", provisional_warmup=230)
+    torch.optim.lr_scheduler.LambdaLR(optimizer, resumed).load_state_dict(state)
+    assert resumed.total == plan.total_steps and resumed.checkpoint_steps == plan.checkpoint_steps
+    assert [resumed(s) for s in range(0, plan.total_steps, 97)] == [saved(s) for s in range(0, plan.total_steps, 97)]

@@ -1,0 +1,229 @@
+"""The options of `python -m training.train`, parsed into three dataclasses with the preset's values as defaults.
+
+- `DataArguments` (data, vocabulary, evaluation), `ModelArguments` (architecture) and `TranslationTrainingArguments`
+  (every Seq2SeqTrainingArguments flag and ours, training/trainer.py), parsed by HfArgumentParser.
+- `parse_arguments` settles everything that depends on more than one option before anything is built: the
+  preset's defaults, the peak learning rate (the preset's, else the paper's (d_model * warmup_steps)^-0.5 from the
+  final d_model and warmup), the precision the machine does fast (training/precision.py), and a time budget's
+  placeholder step count (training/budget.py). It returns the names of the options given on the command line too.
+"""
+
+import argparse
+import dataclasses
+import difflib
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+
+from .budget import PLACEHOLDER_MAX_STEPS, SCHEDULES
+from .presets import PRESETS, Preset, paper_learning_rate
+from .trainer import TranslationTrainingArguments
+
+USAGE = "python -m training.train [--preset {%s}] [data, model and Trainer options; --help lists them all]" % (
+    "|".join(PRESETS))
+
+
+@dataclass
+class DataArguments:
+    preset: str = field(default="demo", metadata={
+        "help": "Sets the defaults of every other option ('--preset NAME --help' shows them). "
+                + " ".join(f"{k}: {p.description}" for k, p in PRESETS.items())})
+    dataset_name: str | None = field(default=None, metadata={
+        "help": "A Hugging Face dataset (name or local folder) with a 'translation' column, as in transformers' "
+                "translation example."})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Its configuration, e.g. 'de-en'."})
+    source_lang: str | None = field(default=None, metadata={
+        "help": "Source language code (e.g. 'en'). With text files, defaults to the source file's extension."})
+    target_lang: str | None = field(default=None, metadata={"help": "Target language code (e.g. 'de')."})
+    train_source: str | None = field(default=None, metadata={"help": "Training source sentences, one per line."})
+    train_target: str | None = field(default=None, metadata={"help": "Their translations, line by line."})
+    validation_source: str | None = field(default=None, metadata={"help": "Validation source sentences."})
+    validation_target: str | None = field(default=None, metadata={"help": "Validation references."})
+    test_source: str | None = field(default=None, metadata={"help": "Test source sentences (BLEU for the card)."})
+    test_target: str | None = field(default=None, metadata={"help": "Test references."})
+    max_source_length: int = field(default=256, metadata={"help": "Truncate source sentences to this many tokens."})
+    max_target_length: int = field(default=256, metadata={"help": "Truncate target sentences to this many tokens."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training pairs."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Use only the first N validation pairs."})
+    max_test_samples: int | None = field(default=None, metadata={"help": "Use only the first N test pairs."})
+    tokenizer_name: str | None = field(default=None, metadata={
+        "help": "A tokenizer to use (folder or Hub id). Default: train a shared BPE vocabulary on the training data."})
+    vocab_size: int = field(default=8000, metadata={"help": "Size of the BPE vocabulary trained on the data."})
+    dataset_card_name: str | None = field(default=None, metadata={
+        "help": "Name of the data set in the model card. Default: --dataset_name, the folder of the text files, or "
+                "the demo corpus's description."})
+    demo_train_size: int = field(default=50_000, metadata={"help": "Training pairs of the generated demo corpus."})
+    bleu_tokenize: str = field(default="13a", metadata={
+        "help": "sacreBLEU tokenization: 13a (the standard), intl, char (for text without spaces, e.g. the demo's "
+                "German number words), zh, ja-mecab, ..."})
+    literature_bleu: bool = field(default=False, metadata={
+        "help": "Also score BLEU the way the Multi30k literature does: lowercased, Moses-normalised and -tokenised "
+                "text (as the dataset's *.lc.norm.tok files), no further tokenisation (training/metrics.py)."})
+    num_sample_translations: int = field(default=0, metadata={
+        "help": "At the end, print this many test translations made by pipeline('translation', model=output_dir)."})
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str | None = field(default=None, metadata={
+        "help": "Start from this checkpoint (folder or Hub id) instead of a new model."})
+    d_model: int | None = field(default=None, metadata={"help": "Model width (preset value if unset)."})
+    encoder_layers: int | None = field(default=None, metadata={"help": "Encoder layers."})
+    decoder_layers: int | None = field(default=None, metadata={"help": "Decoder layers."})
+    attention_heads: int | None = field(default=None, metadata={"help": "Attention heads of encoder and decoder."})
+    ffn_dim: int | None = field(default=None, metadata={"help": "Inner size d_ff of the feed-forward networks."})
+    dropout: float | None = field(default=None, metadata={"help": "Residual and embedding dropout P_drop."})
+    attention_dropout: float | None = field(default=None, metadata={"help": "Dropout on attention weights."})
+    activation_dropout: float | None = field(default=None, metadata={"help": "Dropout inside the feed-forward net."})
+    config_overrides: str | None = field(default=None, metadata={
+        "help": "Any other VanillaTransformerConfig values, e.g. 'normalize_before=true,position_embedding_type=learned'."})
+
+    def config_values(self) -> dict:
+        """The VanillaTransformerConfig values these options set. An unknown --config_overrides key is an error that
+        names the closest fields; so is a key the tokenizer sets (vocab_size, the special token ids)."""
+        values = {name: getattr(self, name) for name in
+                  ("d_model", "encoder_layers", "decoder_layers", "dropout", "attention_dropout", "activation_dropout")
+                  if getattr(self, name) is not None}
+        if self.attention_heads is not None:
+            values.update(encoder_attention_heads=self.attention_heads, decoder_attention_heads=self.attention_heads)
+        if self.ffn_dim is not None:
+            values.update(encoder_ffn_dim=self.ffn_dim, decoder_ffn_dim=self.ffn_dim)
+        for item in filter(None, (self.config_overrides or "").split(",")):
+            key, sep, raw = item.partition("=")
+            if not sep:
+                raise ValueError(f"--config_overrides expects key=value pairs separated by commas, got {item!r}.")
+            key = key.strip()
+            check_config_key(key)
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError:
+                value = raw
+            values[key] = value
+        return values
+
+
+# Set by build_model from the tokenizer, so an override would be ignored.
+TOKENIZER_CONFIG_KEYS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+
+
+def check_config_key(key: str) -> None:
+    """Raise ValueError (one line) unless `key` names a VanillaTransformerConfig field or one of its aliases."""
+    from vanilla_transformer import VanillaTransformerConfig
+
+    if key in TOKENIZER_CONFIG_KEYS:
+        raise ValueError(f"--config_overrides: {key} is set from the tokenizer"
+                         + (" (--vocab_size sets the size of the BPE vocabulary trained on the data)."
+                            if key == "vocab_size" else "."))
+    valid = [*VanillaTransformerConfig.__dataclass_fields__, *VanillaTransformerConfig.attribute_map]
+    if key not in valid:
+        close = difflib.get_close_matches(key, valid, n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(close)}?" if close else "VanillaTransformerConfig has no such field"
+        raise ValueError(f"--config_overrides: unknown key {key!r} ({hint})")
+
+
+def explicit_options(parser: argparse.ArgumentParser, argv: list[str], dataclass_types) -> set[str]:
+    """Names of the options given on the command line (as opposed to taken from a default or preset): parsed once
+    more with every default replaced by a marker (argparse leaves the defaults of options not given)."""
+    unset = object()
+    names = [f.name for dataclass_type in dataclass_types for f in dataclasses.fields(dataclass_type) if f.init]
+    parser.set_defaults(**dict.fromkeys(names, unset))
+    namespace, _ = parser.parse_known_args(argv)
+    return {name for name, value in vars(namespace).items() if value is not unset}
+
+
+class LearningRateError(ValueError):
+    """The paper's learning rate cannot be computed from the options given."""
+
+
+def architecture_d_model(model_args, preset: Preset) -> int:
+    """d_model of the model the run will train: the option, the checkpoint's config, else the preset's."""
+    if model_args.d_model is not None:
+        return model_args.d_model
+    if model_args.model_name_or_path is not None:
+        from transformers import AutoConfig
+
+        import vanilla_transformer  # noqa: F401  (registers the model type)
+
+        try:
+            config = AutoConfig.from_pretrained(model_args.model_name_or_path)
+        except (OSError, ValueError) as error:
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise LearningRateError(f"--model_name_or_path {model_args.model_name_or_path}: cannot read its config "
+                                    f"for the paper's learning rate ({first_line}); give --learning_rate or a "
+                                    "readable checkpoint.") from None
+        if not hasattr(config, "d_model"):
+            raise LearningRateError(f"--model_name_or_path {model_args.model_name_or_path} has no d_model in its "
+                                    "config; give --learning_rate.")
+        return config.d_model
+    from vanilla_transformer import VanillaTransformerConfig
+
+    return preset.model.get("d_model", VanillaTransformerConfig().d_model)
+
+
+def settle_learning_rate(model_args, training_args, preset: Preset) -> float:
+    """The paper's peak learning rate (d_model * warmup_steps)^-0.5 (equation 3) for a run given no --learning_rate
+    and a preset without one; it needs an integer --warmup_steps >= 1."""
+    if not training_args.warmup_steps or training_args.warmup_steps < 1:
+        raise LearningRateError("The paper's learning rate (d_model * warmup_steps)^-0.5 needs --warmup_steps >= 1; "
+                                "give --learning_rate to choose one yourself.")
+    return paper_learning_rate(architecture_d_model(model_args, preset), int(training_args.warmup_steps))
+
+
+def parse_arguments(argv: list[str] | None = None):
+    """-> (data_args, model_args, training_args, explicit option names). Preset values become the defaults; the
+    learning rate, the precision and a time budget's step count are settled here, before anything is built."""
+    from transformers import HfArgumentParser
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    preset_parser = argparse.ArgumentParser(add_help=False)
+    preset_parser.add_argument("--preset", default="demo")
+    preset_name = preset_parser.parse_known_args(argv)[0].preset
+    dataclass_types = (DataArguments, ModelArguments, TranslationTrainingArguments)
+    parser = HfArgumentParser(dataclass_types, usage=USAGE)
+    if preset_name not in PRESETS:
+        parser.error(f"unknown --preset {preset_name!r}; choose one of {', '.join(PRESETS)}")
+    preset = PRESETS[preset_name]
+    explicit = explicit_options(HfArgumentParser(dataclass_types, add_help=False), argv, dataclass_types)
+    defaults = {**preset.training_defaults(), **preset.data, "output_dir": os.path.join("outputs", preset_name)}
+    try:
+        import tensorboard  # noqa: F401
+
+        defaults["report_to"] = "tensorboard"
+    except ImportError:
+        defaults["report_to"] = "none"
+    import torch
+
+    from .precision import default_precision
+
+    defaults["dataloader_pin_memory"] = torch.cuda.is_available()
+    defaults["ddp_find_unused_parameters"] = False  # every parameter takes part in every step
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
+        # torchrun on a machine without GPUs: accelerate runs several CPU processes (gloo) only with use_cpu
+        defaults["use_cpu"] = True
+    if not {"bf16", "fp16"} & explicit:  # what the machine does fast (printed by training.train)
+        defaults.update(default_precision(use_cpu=bool(defaults.get("use_cpu")) or "use_cpu" in explicit)[0])
+    if "max_train_minutes" in explicit and "max_steps" not in explicit:
+        defaults["max_steps"] = PLACEHOLDER_MAX_STEPS  # the time budget plans the steps (training/budget.py)
+    parser.set_defaults(**defaults)
+    try:
+        data_args, model_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+        check_time_budget(training_args)
+    except ValueError as error:  # the dataclasses' own checks (__post_init__) and ours
+        parser.error(str(error))
+    if training_args.learning_rate is None:  # parsed again with the learning rate it implies as the default
+        try:
+            learning_rate = settle_learning_rate(model_args, training_args, preset)
+        except LearningRateError as error:  # one line, as training.train reports its other problems
+            sys.exit(f"error: {error}")
+        parser.set_defaults(learning_rate=learning_rate)
+        data_args, model_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    return data_args, model_args, training_args, explicit
+
+
+def check_time_budget(training_args) -> None:
+    if training_args.plans_time_budget:
+        schedule = getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)
+        if schedule not in SCHEDULES:
+            raise ValueError(f"--max_train_minutes plans the schedules {', '.join(SCHEDULES)}; --lr_scheduler_type "
+                             f"{schedule} needs --max_steps.")

@@ -1,0 +1,216 @@
+"""A wall-clock budget as the input of the recipe: `--max_train_minutes M` without `--max_steps`.
+
+The run times its first steps, then plans the rest of the budget (`plan_budget`): how many steps fit, the warmup
+(`--warmup_steps` as a fraction of them, or a number of steps), the decay of the learning rate to the end of the
+budget (`--lr_scheduler_type` linear, cosine, inverse_sqrt or constant_with_warmup), and the steps at which the
+checkpoints to average are saved (`--average_last_n_checkpoints` of them, spread over the last `--averaging_span` of
+the run, the last one at the last step). `TimeBudget`, a TrainerCallback, does the timing, prints the plan once,
+sets the Trainer's `state.max_steps` and decides the saves; `BudgetSchedule` is the learning-rate multiplier the
+Trainer's LambdaLR follows. If the machine slows down and the clock runs out first, training stops there and saves
+a checkpoint (the averaged checkpoints are then the last ones saved).
+
+Why the plan matters: the paper's schedule is made for 100k steps; a 30-minute CPU run makes ~2,000, so with the
+paper's warmup it would spend most of its budget warming up and average checkpoints from the steep part of the
+learning curve.
+"""
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+from transformers import TrainerCallback
+from transformers.trainer_callback import ProgressCallback
+
+# --max_steps of a time-budget run until its plan sets the Trainer's state.max_steps.
+PLACEHOLDER_MAX_STEPS = 10_000_000
+SCHEDULES = ("linear", "cosine", "inverse_sqrt", "constant_with_warmup")
+
+
+@dataclass
+class BudgetPlan:
+    """What a time-budget run decided after timing its first steps (printed once, and in the model card)."""
+
+    minutes: float
+    seconds_per_step: float  # measured
+    measured_steps: int
+    planned_at_step: int
+    total_steps: int  # expected steps in the budget (Trainer's state.max_steps)
+    warmup_steps: int
+    schedule: str
+    checkpoint_steps: list[int] = field(default_factory=list)  # saved, then averaged
+    note: str = ""
+
+    def describe(self) -> str:
+        checkpoints = (f"average of the {len(self.checkpoint_steps)} checkpoints at steps "
+                       f"{', '.join(map(str, self.checkpoint_steps))}" if len(self.checkpoint_steps) > 1
+                       else f"final checkpoint at step {self.total_steps}")
+        return (f"{self.minutes:g} min budget: {self.seconds_per_step:.3f} s/step over {self.measured_steps} steps -> "
+                f"{self.total_steps:,} steps expected; warmup {self.warmup_steps:,} steps, then {self.schedule} decay "
+                f"to step {self.total_steps:,}; {checkpoints}" + (f" ({self.note})" if self.note else ""))
+
+    def card_entry(self) -> dict:
+        return asdict(self)
+
+
+def plan_budget(*, minutes: float, elapsed_seconds: float, steps_done: int, seconds_per_step: float,
+                measured_steps: int, warmup: float, schedule: str, average_last: int, averaging_span: float,
+                safety: float = 0.97) -> BudgetPlan:
+    """The plan for the rest of a `minutes` budget, `steps_done` steps and `elapsed_seconds` into it.
+
+    `warmup` < 1 is a fraction of the steps expected, else a number of steps (at most a quarter of them). The
+    `average_last` checkpoints are `spacing` steps apart, the last at the last step, and span at most
+    `averaging_span` of the run. `safety` leaves a little of the budget for saving checkpoints and noise.
+    """
+    if seconds_per_step <= 0:
+        raise ValueError(f"seconds_per_step must be positive, got {seconds_per_step}.")
+    remaining = max(60.0 * minutes - elapsed_seconds, 0.0)
+    total = max(steps_done + int(safety * remaining / seconds_per_step), steps_done + 1)
+    note = []
+    if warmup < 1:
+        warmup_steps = round(warmup * total)
+    else:
+        warmup_steps = int(warmup)
+        if warmup_steps > total // 4:
+            note.append(f"--warmup_steps {warmup_steps} does not fit: a quarter of the steps instead")
+            warmup_steps = total // 4
+    warmup_steps = max(warmup_steps, steps_done + 1) if total > steps_done + 1 else total
+    count = max(average_last, 1)
+    span_steps = int(averaging_span * total)
+    if count > 1 and span_steps < count - 1:  # one step apart at the closest, all within the span
+        count = max(span_steps + 1, 1)
+        note.append(f"{count} checkpoint{'s' if count > 1 else ''} fit in the last {averaging_span:g} of the steps")
+    spacing = max(int(averaging_span * total / (count - 1)), 1) if count > 1 else 1
+    if count > 1 and total - (count - 1) * spacing <= steps_done:  # the window must lie after the plan
+        spacing = max((total - steps_done - 1) // (count - 1), 1)
+        count = min(count, total - steps_done)
+        note.append("a short budget: the averaged checkpoints are closer together")
+    checkpoints = sorted({total - i * spacing for i in range(count)})
+    return BudgetPlan(minutes=minutes, seconds_per_step=seconds_per_step, measured_steps=measured_steps,
+                      planned_at_step=steps_done, total_steps=total, warmup_steps=warmup_steps, schedule=schedule,
+                      checkpoint_steps=checkpoints, note="; ".join(note))
+
+
+class BudgetSchedule:
+    """The learning-rate multiplier (LambdaLR's `lr_lambda`) of a time-budget run.
+
+    Before the plan: a linear ramp over `provisional_warmup` steps. After it (planned at step c with warmup W and
+    T steps): linear from the value at c to 1 at W, then the chosen decay: linear to 0 at T, cosine to 0 at T,
+    the paper's sqrt(W / step), or constant. A callable object, so LambdaLR's state_dict saves the plan with each
+    checkpoint and a resumed run follows it.
+    """
+
+    def __init__(self, schedule: str, provisional_warmup: int):
+        if schedule not in SCHEDULES:
+            raise ValueError(f"a time budget plans the schedules {', '.join(SCHEDULES)}, not {schedule!r}")
+        self.schedule = schedule
+        self.provisional_warmup = max(int(provisional_warmup), 1)
+        self.planned_at = self.warmup = self.total = None
+        self.checkpoint_steps: list[int] | None = None  # saved with the plan, so a resumed run saves the same ones
+
+    def set_plan(self, plan: BudgetPlan) -> None:
+        self.planned_at, self.warmup, self.total = plan.planned_at_step, plan.warmup_steps, plan.total_steps
+        self.checkpoint_steps = list(plan.checkpoint_steps)
+
+    def __call__(self, step: int) -> float:
+        ramp = min(step / self.provisional_warmup, 1.0)
+        if self.total is None or step <= self.planned_at:
+            return ramp
+        if step < self.warmup:
+            start = min(self.planned_at / self.provisional_warmup, 1.0)
+            return start + (1.0 - start) * (step - self.planned_at) / (self.warmup - self.planned_at)
+        progress = min((step - self.warmup) / max(self.total - self.warmup, 1), 1.0)
+        if self.schedule == "linear":
+            return 1.0 - progress
+        if self.schedule == "cosine":
+            return 0.5 * (1.0 + math.cos(math.pi * progress))
+        if self.schedule == "inverse_sqrt":
+            return math.sqrt(self.warmup / max(step, 1))
+        return 1.0  # constant_with_warmup
+
+
+class TimeBudget(TrainerCallback):
+    """Times steps `skip`+1 .. `skip`+`calibration_steps`, then plans the run (`plan_budget`), prints the plan,
+    sets `state.max_steps` and saves only the checkpoints of the plan; stops when the clock runs out.
+
+    On a slow machine or a short budget the timing stops earlier, once it has used `calibration_share` of the budget
+    and timed at least `min_calibration_steps` steps, so that most of the budget follows the plan.
+    """
+
+    def __init__(self, minutes: float, schedule: BudgetSchedule, *, warmup: float, average_last: int,
+                 averaging_span: float, calibration_steps: int = 20, skip_steps: int = 3,
+                 calibration_share: float = 0.1, min_calibration_steps: int = 3, log=print):
+        self.minutes, self.schedule, self.warmup = minutes, schedule, warmup
+        self.average_last, self.averaging_span = average_last, averaging_span
+        self.calibration_steps, self.skip_steps, self.log = calibration_steps, skip_steps, log
+        self.calibration_share = calibration_share
+        self.min_calibration_steps = min(min_calibration_steps, calibration_steps)
+        self.start = self.timed_from = None
+        self.plan: BudgetPlan | None = None
+
+    @property
+    def plan_step(self) -> int:
+        return self.skip_steps + self.calibration_steps
+
+    def calibrated(self, step: int, now: float) -> bool:
+        """Enough steps timed: all `calibration_steps`, or a few once the timing used its share of the budget."""
+        timed = step - self.skip_steps
+        return timed >= self.calibration_steps or (
+            timed >= self.min_calibration_steps and now - self.start >= self.calibration_share * 60.0 * self.minutes)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start = time.monotonic()
+        if self.schedule.total is not None:  # resumed: the plan came back with the scheduler's state
+            state.max_steps = self.schedule.total
+
+    def on_step_end(self, args, state, control, **kwargs):
+        now = time.monotonic()
+        step = state.global_step
+        if self.schedule.total is None:
+            if step == self.skip_steps:
+                self.timed_from = now
+            elif self.timed_from is not None and self.calibrated(step, now):
+                self.make_plan(state, now, step)
+            control.should_save = False
+        else:
+            checkpoints = self.schedule.checkpoint_steps or [self.schedule.total]
+            control.should_save = step in checkpoints or step >= state.max_steps
+        if now - self.start >= 60.0 * self.minutes:
+            control.should_training_stop = True
+            control.should_save = args.save_strategy != "no"
+        return control
+
+    def make_plan(self, state, now: float, step: int) -> None:
+        measured = step - self.skip_steps
+        self.plan = plan_budget(
+            minutes=self.minutes, elapsed_seconds=now - self.start, steps_done=step,
+            seconds_per_step=(now - self.timed_from) / measured, measured_steps=measured, warmup=self.warmup,
+            schedule=self.schedule.schedule, average_last=self.average_last, averaging_span=self.averaging_span)
+        self.schedule.set_plan(self.plan)
+        state.max_steps = self.plan.total_steps
+        if state.is_world_process_zero:
+            self.log("Time budget: " + self.plan.describe())
+
+
+class MinutesProgressBar(ProgressCallback):
+    """The training bar of a time-budget run counts minutes of the budget (and shows step / steps expected)."""
+
+    def __init__(self, minutes: float):
+        super().__init__()
+        self.minutes = minutes
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        from tqdm.auto import tqdm
+
+        if state.is_world_process_zero:
+            self.training_bar = tqdm(total=round(self.minutes, 2), unit="min", dynamic_ncols=True,
+                                     bar_format="{l_bar}{bar}| {n:.1f}/{total:g} min [{elapsed}{postfix}]")
+        self.current_step = 0
+        self.start = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.is_world_process_zero and self.training_bar is not None:
+            elapsed = min((time.monotonic() - self.start) / 60.0, self.minutes)
+            self.training_bar.update(elapsed - self.training_bar.n)
+            planned = f"/{state.max_steps:,}" if state.max_steps < PLACEHOLDER_MAX_STEPS else ""
+            self.training_bar.set_postfix_str(f"step {state.global_step:,}{planned}", refresh=False)
+            self.current_step = state.global_step

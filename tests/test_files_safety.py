@@ -823,6 +823,22 @@ def test_the_translation_pipeline_refuses_a_single_stack_folder_in_one_line(sing
         AutoModelForSeq2SeqLM.from_pretrained(folder)
 
 
+@pytest.mark.parametrize("task, cls, needs", [("text-generation", "VanillaTransformerForCausalLM", "a decoder-only"),
+                                              ("text-classification", "VanillaTransformerForSequenceClassification",
+                                               "an encoder-only"),
+                                              ("fill-mask", "VanillaTransformerForMaskedLM", "an encoder-only")])
+def test_the_text_pipelines_refuse_an_encoder_decoder_folder_in_one_line(model_dir, task, cls, needs, capfd):
+    from transformers import pipeline
+
+    with pytest.raises(ValueError) as raised:  # at 1852522: a model with random weights, served
+        pipeline(task, model=model_dir)
+    assert str(raised.value) == (
+        f"{model_dir} holds an encoder-decoder model (VanillaTransformerForConditionalGeneration, in config.json's "
+        f"architectures); {cls} needs {needs} model: load it with the class it was saved from, or choose a folder "
+        f"saved from {cls}.")
+    assert "MISSING" not in capfd.readouterr().err
+
+
 def test_an_encoder_only_folder_still_starts_a_classifier(single_stack_folders):
     """Fine-tuning a masked LM as a classifier is the usual way: the same encoder, a new head."""
     from safetensors.torch import load_file
@@ -836,6 +852,12 @@ def test_an_encoder_only_folder_still_starts_a_classifier(single_stack_folders):
     state = model.state_dict()
     shared = [name for name in saved if name in state]
     assert shared and all(torch.equal(state[name], saved[name]) for name in shared)
+    # a decoder-only class from the same folder has no stack to take: refused in one line
+    from transformers import AutoModelForCausalLM
+
+    with pytest.raises(ValueError, match=r"holds an encoder-only model \(VanillaTransformerForMaskedLM, .*"
+                                         r"VanillaTransformerForCausalLM needs a decoder-only model"):
+        AutoModelForCausalLM.from_pretrained(folder)
 
 
 def test_training_from_a_single_stack_folder_is_one_line(single_stack_folders, tmp_path, capsys):

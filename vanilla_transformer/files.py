@@ -5,6 +5,8 @@
   atomically and removed only once the new one is in place). A killed run leaves only a hidden `.NAME.staging-PID`
   folder, removed by the next writer of NAME (or ignored: nothing reads hidden folders).
 - `install_folder(staging, target)`: the rename / atomic swap on its own (used for Trainer checkpoints).
+- `staged_file(path, inputs=...)`: the same for one file (`translate --output`): checked first (`check_output_file`),
+  written to a hidden `.NAME.staging-PID` file beside it, flushed and renamed over `path` when whole.
 - `read_text_lines(path_or_stream, what)`: one sentence per line, split on "\\n" only ("\\r\\n" too), BOM removed;
   input that is not UTF-8 is one line naming the file and the byte offset.
 - `RunLock(folder)`: a lock file that refuses a second concurrent run into the same folder; the lock of a run that

@@ -462,16 +462,23 @@ def _saved_architecture(pretrained_model_name_or_path, config) -> str | None:
     return architectures[0] if isinstance(architectures, list) and architectures else None
 
 
-def _called_by_a_pipeline() -> bool:
-    """Is `from_pretrained` running inside `transformers.pipeline(...)`'s model loading (`pipelines.base`)?"""
+# The pipeline tasks whose pipeline refuses a model loaded with `wrong_layout` in one line: our translation pipeline,
+# and (when the package is imported) transformers' text pipelines wrapped by `pipeline_checks`.
+PIPELINES_REFUSING_WRONG_LAYOUT = {"translation"}
+
+
+def _pipeline_task() -> str | None:
+    """The task of the `transformers.pipeline(...)` whose model loading (`pipelines.base.load_model`) runs this
+    `from_pretrained`, if any."""
     import sys
 
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_globals.get("__name__") == "transformers.pipelines.base":
-            return True
+            task = frame.f_locals.get("task")
+            return task if isinstance(task, str) else None
         frame = frame.f_back
-    return False
+    return None
 
 
 class VanillaTransformerPreTrainedModel(PreTrainedModel):
@@ -491,8 +498,9 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
         """`PreTrainedModel.from_pretrained`, after refusing (ValueError, one line) a folder saved from one of our
         classes whose weights are of another layout (e.g. a decoder-only folder for the encoder-decoder).
 
-        Inside `pipeline(...)` (which turns any error while loading into pages of tracebacks) the model is loaded
-        quietly instead and keeps the refusal in `wrong_layout`; the pipeline then refuses it in one line."""
+        Inside `pipeline(task, ...)` (which turns any error while loading into pages of tracebacks), for a task
+        whose pipeline checks it (`PIPELINES_REFUSING_WRONG_LAYOUT`), the model is loaded quietly instead and keeps
+        the refusal in `wrong_layout`; the pipeline then refuses it in one line."""
         saved = _saved_architecture(pretrained_model_name_or_path, kwargs.get("config"))
         ours = next((_LAYOUTS[c.__name__] for c in cls.__mro__ if c.__name__ in _LAYOUTS), None)
         if saved not in _LAYOUTS or ours is None or _LAYOUTS[saved] == ours:
@@ -500,7 +508,8 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
         message = (f"{pretrained_model_name_or_path} holds {_LAYOUTS[saved]} ({saved}, in config.json's "
                    f"architectures); {cls.__name__} needs {ours}: load it with the class it was saved from, or "
                    f"choose a folder saved from {cls.__name__}.")
-        if not _called_by_a_pipeline():
+        task = _pipeline_task()
+        if not (task in PIPELINES_REFUSING_WRONG_LAYOUT or (task or "").startswith("translation_")):
             raise ValueError(message)
         verbosity = logging.get_verbosity()
         logging.set_verbosity_error()  # not the table of missing weights: the pipeline's one line says it all

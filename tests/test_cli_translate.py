@@ -32,6 +32,11 @@ SENTENCES = [
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
+    return save_tiny_translator(str(tmp_path_factory.mktemp("tiny-translator")))
+
+
+def save_tiny_translator(path: str) -> str:
+    """A tiny random translator (float64) with a number-words tokenizer saved at `path`; returns `path`."""
     texts = [num2words(i) for i in range(400)] + [num2words(i, lang="de") for i in range(400)]
     tokenizer = train_tokenizer(texts, vocab_size=300, min_frequency=1)
     torch.manual_seed(0)
@@ -39,7 +44,6 @@ def model_dir(tmp_path_factory):
     # float64, so that the different padding of batched and single sentences cannot flip a near-tie in argmax
     model = VanillaTransformerForConditionalGeneration(config).double().eval()
     model.generation_config.max_length = 16
-    path = str(tmp_path_factory.mktemp("tiny-translator"))
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
@@ -113,7 +117,7 @@ def test_model_folder_without_tokenizer_is_a_clear_error(model_dir, tmp_path, ca
         (["--model", "{model}", "--input", "{missing}"], "--input file not found"),
         (["--model", "{model}", "seven", "--input", "{missing}"], "not both"),
         (["--model", "{model}"], "nothing to translate"),
-        (["--model", "{model}", "seven", "--output", "{missing}/out.txt"], "its folder does not exist"),
+        (["--model", "{model}", "seven", "--output", "{missing}/out.txt"], "cannot be written: its folder"),
         (["--model", "{model}", "seven", "--batch-size", "0"], "--batch-size must be at least 1"),
         (["--model", "{model}", "seven", "--device", "toaster"], "is not a torch device"),
     ],

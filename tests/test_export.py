@@ -282,17 +282,17 @@ def test_an_option_ctranslate2_cannot_express_stops_the_export_and_leaves_nothin
 def test_a_failure_while_writing_leaves_no_half_written_folder(tmp_path, monkeypatch):
     tokenizer = tiny_tokenizer()
     model = tiny_model(seed=0, vocab_size=len(tokenizer))
-    (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "keep.txt").write_text("an earlier export")
+    earlier = to_ctranslate2(model, tmp_path / "out", tokenizer=tokenizer)
+    before = {p.name: p.read_bytes() for p in earlier.iterdir()}
 
     def fail(*args, **kwargs):
         raise OSError("disk full")
 
     monkeypatch.setattr(type(tokenizer), "save_pretrained", fail)
     with pytest.raises(OSError, match="disk full"):
-        to_ctranslate2(model, tmp_path / "out", tokenizer=tokenizer, overwrite=True)
+        to_ctranslate2(model, tmp_path / "out", "int8", tokenizer=tokenizer, overwrite=True)
     assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no staging folder left
-    assert [p.name for p in (tmp_path / "out").iterdir()] == ["keep.txt"]  # the old export untouched
+    assert {p.name: p.read_bytes() for p in earlier.iterdir()} == before  # the old export untouched
 
 
 def test_export_errors_are_clear(demo_checkpoint, tmp_path, capsys):
@@ -303,9 +303,10 @@ def test_export_errors_are_clear(demo_checkpoint, tmp_path, capsys):
         (no_tokenizer / name).write_bytes((folder / name).read_bytes())
     assert "has no tokenizer" in run_cli_error(["export", "ctranslate2", str(no_tokenizer), str(tmp_path / "a")],
                                                capsys)
-    assert "has no config.json" in run_cli_error(["export", "ctranslate2", str(tmp_path), str(tmp_path / "b")],
-                                                 capsys)
-    assert "exists and is not an empty folder" in run_cli_error(
+    (tmp_path / "not-a-model").mkdir()
+    assert "has no config.json" in run_cli_error(["export", "ctranslate2", str(tmp_path / "not-a-model"),
+                                                  str(tmp_path / "b")], capsys)
+    assert "already exists and is not empty; give --overwrite" in run_cli_error(
         ["export", "ctranslate2", str(folder), str(no_tokenizer)], capsys)
     assert "invalid choice: 'int4'" in run_cli_error(
         ["export", "ctranslate2", str(folder), str(tmp_path / "c"), "--quantization", "int4"], capsys)

@@ -21,6 +21,7 @@ import sys
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_cli_translate import SENTENCES, one_at_a_time, save_tiny_translator
 
 from helpers import run_main
 from training.average_checkpoints import main as average_main
@@ -643,3 +644,229 @@ def test_a_folder_moved_aside_by_a_killed_run_is_put_back(tmp_path, monkeypatch)
     # a live process's staging folder is left alone
     (tmp_path / f".out.staging-{os.getppid()}").mkdir()
     assert files.clean_stale_staging(tmp_path, "out") == []
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Cases 8 and 9: `translate --output` checked before any work and written atomically; `translate --input` read by
+# the one text reader (files and standard input)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """test_cli_translate's tiny translator: its translations are noise, but deterministic."""
+    return save_tiny_translator(str(tmp_path_factory.mktemp("tiny-translator")))
+
+
+def _refuse_loading(monkeypatch):
+    """Make loading a model fail the test: a refusal must come before any work."""
+    import vanilla_transformer.loading as loading
+
+    def load_checkpoint(*args, **kwargs):
+        raise AssertionError("the model was loaded before --output was checked")
+
+    monkeypatch.setattr(loading, "load_checkpoint", load_checkpoint)
+
+
+def _translate(argv, capsys):
+    from vanilla_transformer.cli import main as cli_main
+
+    return run_main(cli_main, ["translate", *map(str, argv)], capsys)
+
+
+def _one_error_line(code, out, err) -> str:
+    assert "Traceback" not in err, err[-2000:]
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert [line for line in lines if "error:" in line] == [lines[-1]] and out == "", err[-2000:]
+    return lines[-1]
+
+
+def test_translate_output_is_refused_before_any_work(model_dir, tmp_path, monkeypatch, capsys):
+    _refuse_loading(monkeypatch)
+    (tmp_path / "a_folder").mkdir()
+    (tmp_path / "a_file").write_text("x")
+    source = tmp_path / "in.txt"
+    source.write_text("seventeen\n")
+    model_file = os.path.join(model_dir, "tokenizer.json")
+    for output, words in [(tmp_path / "a_folder", "--output {} is a folder"),  # at 1852522: after the work
+                          (tmp_path / "a_file" / "out.txt", "is a file, not a folder"),
+                          (tmp_path / "no_such_folder" / "out.txt", "does not exist"),
+                          (source, "is one of the inputs"),
+                          (model_file, "is a file of the input")]:
+        code, out, err = _translate(["--model", model_dir, "--input", source, "--output", output], capsys)
+        line = _one_error_line(code, out, err)
+        assert code == 2 and words.format(output) in line, line
+    assert source.read_text() == "seventeen\n" and (tmp_path / "a_file").read_text() == "x"
+    if os.geteuid() != 0:  # root writes into read-only folders
+        (tmp_path / "ro").mkdir(mode=0o555)
+        code, out, err = _translate(["--model", model_dir, "seven", "--output", tmp_path / "ro" / "o.txt"], capsys)
+        assert code == 2 and "read-only" in _one_error_line(code, out, err)
+
+
+def test_translate_output_is_written_atomically(model_dir, tmp_path, capsys):
+    from vanilla_transformer.cli import main as cli_main
+
+    out = tmp_path / "out.txt"
+    out.write_text("the translations of yesterday\n")
+    argv = ["translate", "--model", model_dir, "--output", str(out), "--no-progress", *SENTENCES[:4]]
+    # killed with the new file written beside the old one, before the rename (the 2nd event: open, rename): the old
+    # file stays whole, and the staging file is removed by the next run
+    code, stderr = run_forked(lambda: cli_main(argv), kill_at=2, watch=".out.txt.staging-")
+    assert code == -signal.SIGKILL, stderr
+    assert out.read_text() == "the translations of yesterday\n"
+    left = [name for name in os.listdir(tmp_path) if name != "out.txt"]
+    assert len(left) == 1 and left[0].startswith(".out.txt.staging-"), left
+    assert (tmp_path / left[0]).read_text().count("\n") == 4  # it was written whole: the kill came before the rename
+    # a full disk: one line naming the file, the old file whole, nothing left beside it
+    code, stderr = run_forked(lambda: _on_fd2(cli_main, argv), fsize=8)
+    line = stderr.strip().splitlines()[-1]
+    assert code == 1 and "Traceback" not in stderr, stderr
+    assert line.startswith(f"vanilla-transformer translate: error: Cannot write to {out}: File too large"), line
+    assert out.read_text() == "the translations of yesterday\n"
+    assert os.listdir(tmp_path) == ["out.txt"]  # the killed run's staging file was removed too
+    code, _, err = run_main(cli_main, argv, capsys)
+    assert code == 0, err
+    assert out.read_text().splitlines() == one_at_a_time(model_dir, SENTENCES[:4])
+    assert os.listdir(tmp_path) == ["out.txt"]
+    assert (out.stat().st_mode & 0o777) == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _on_fd2(function, *args):
+    """Call `function` with sys.stderr writing to file descriptor 2 (which `run_forked` reads; pytest's capture
+    replaced sys.stderr with a buffer of its own)."""
+    sys.stderr = open(2, "w", closefd=False, buffering=1)  # noqa: SIM115  (the forked copy exits right after)
+    function(*args)
+
+
+def test_translate_input_is_split_on_newlines_only_as_wc_counts(model_dir, tmp_path, capsys):
+    lines = ["two hundred\rand five", "seventeen\x0c eleven", "ninety\u2028nine", "", "eleven\u0085twelve", "six"]
+    source = tmp_path / "in.txt"
+    source.write_bytes(("\ufeff" + "\r\n".join(lines) + "\n").encode("utf-8"))
+    out = tmp_path / "out.txt"
+    code, _, err = _translate(["--model", model_dir, "--input", source, "--output", out, "--no-progress"], capsys)
+    assert code == 0, err
+    translations = out.read_text(encoding="utf-8").split("\n")[:-1]
+    assert len(translations) == wc_l(source) == len(lines)  # at 1852522: 7 lines out for 6 in (the lone \r)
+    assert translations == one_at_a_time(model_dir, lines)  # line for line, BOM and \r\n endings removed
+
+
+def test_translate_standard_input_loses_its_byte_order_mark(model_dir, monkeypatch, capsys):
+    import io
+
+    assert one_at_a_time(model_dir, ["\ufeffseventeen"]) != one_at_a_time(model_dir, ["seventeen"])  # it matters
+    stdin = io.TextIOWrapper(io.BytesIO("\ufeffseventeen\r\n\neleven\n".encode()), encoding="utf-8")
+    monkeypatch.setattr("sys.stdin", stdin)
+    code, out, err = _translate(["--model", model_dir, "--input", "-"], capsys)
+    assert code == 0, err
+    assert out.split("\n")[:-1] == one_at_a_time(model_dir, ["seventeen", "", "eleven"])
+
+
+@pytest.mark.parametrize("encoding, offset, hint", [("latin-1", 11, "0xfc"), ("utf-16", 0, "UTF-16"),
+                                                    ("cp1252", 10, "0x93")])
+def test_translate_input_that_is_not_utf8_is_one_line_naming_the_file_and_byte(model_dir, tmp_path, monkeypatch,
+                                                                              capsys, encoding, offset, hint):
+    import io
+
+    text = {"cp1252": "seventeen\n\u201celeven\u201d\n"}.get(encoding, "seventeen\nfür\n")
+    source = tmp_path / "in.txt"
+    source.write_bytes(text.encode(encoding))  # "seventeen\n" is 10 bytes; "f" is byte 10 of the latin-1 text
+    code, out, err = _translate(["--model", model_dir, "--input", source], capsys)
+    line = _one_error_line(code, out, err)
+    assert code == 1 and f"The --input file {source} is not UTF-8 text: byte {offset} " in line and hint in line, line
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode(encoding)), encoding="utf-8"))
+    code, out, err = _translate(["--model", model_dir, "--input", "-"], capsys)
+    line = _one_error_line(code, out, err)
+    assert code == 1 and f"The standard input (--input -) is not UTF-8 text: byte {offset} " in line, line
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Case 10: folders of the wrong kind are one line saying what they hold and what is needed (translate, export,
+# average_checkpoints and plot attention are in test_commands.py and above)
+
+
+@pytest.fixture(scope="module")
+def single_stack_folders(tmp_path_factory):
+    from helpers import tiny_config
+    from translation_fixtures import tiny_tokenizer
+    from vanilla_transformer import VanillaTransformerForCausalLM, VanillaTransformerForMaskedLM
+
+    root = tmp_path_factory.mktemp("single-stack")
+    tokenizer = tiny_tokenizer()
+    folders = {}
+    for seed, (name, cls) in enumerate({"decoder-only": VanillaTransformerForCausalLM,
+                                        "encoder-only": VanillaTransformerForMaskedLM}.items()):
+        torch.manual_seed(seed)
+        folders[name] = root / name
+        cls(tiny_config(vocab_size=len(tokenizer))).save_pretrained(folders[name])
+        tokenizer.save_pretrained(folders[name])
+    return folders
+
+
+@pytest.mark.parametrize("kind", ["decoder-only", "encoder-only"])
+def test_the_translation_pipeline_refuses_a_single_stack_folder_in_one_line(single_stack_folders, kind, capfd):
+    from transformers import AutoModelForSeq2SeqLM, pipeline
+
+    folder = single_stack_folders[kind]
+    with pytest.raises(ValueError) as raised:  # at 1852522: "Cannot copy out of meta tensor" after a page of table
+        pipeline("translation", model=str(folder))
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith(f"{folder} holds an {kind} model") if kind[0] == "e" else \
+        message.startswith(f"{folder} holds a {kind} model"), message
+    assert "needs an encoder-decoder model" in message
+    assert "MISSING" not in capfd.readouterr().err  # no table of randomly initialised weights either
+    with pytest.raises(ValueError, match=f"holds an? {kind} model"):
+        AutoModelForSeq2SeqLM.from_pretrained(folder)
+
+
+@pytest.mark.parametrize("task, cls, needs", [("text-generation", "VanillaTransformerForCausalLM", "a decoder-only"),
+                                              ("text-classification", "VanillaTransformerForSequenceClassification",
+                                               "an encoder-only"),
+                                              ("fill-mask", "VanillaTransformerForMaskedLM", "an encoder-only")])
+def test_the_text_pipelines_refuse_an_encoder_decoder_folder_in_one_line(model_dir, task, cls, needs, capfd):
+    from transformers import pipeline
+
+    with pytest.raises(ValueError) as raised:  # at 1852522: a model with random weights, served
+        pipeline(task, model=model_dir)
+    assert str(raised.value) == (
+        f"{model_dir} holds an encoder-decoder model (VanillaTransformerForConditionalGeneration, in config.json's "
+        f"architectures); {cls} needs {needs} model: load it with the class it was saved from, or choose a folder "
+        f"saved from {cls}.")
+    assert "MISSING" not in capfd.readouterr().err
+
+
+def test_an_encoder_only_folder_still_starts_a_classifier(single_stack_folders):
+    """Fine-tuning a masked LM as a classifier is the usual way: the same encoder, a new head."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForSequenceClassification
+
+    import vanilla_transformer  # noqa: F401
+
+    folder = single_stack_folders["encoder-only"]
+    model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=3)
+    saved = load_file(folder / "model.safetensors")
+    state = model.state_dict()
+    shared = [name for name in saved if name in state]
+    assert shared and all(torch.equal(state[name], saved[name]) for name in shared)
+    # a decoder-only class from the same folder has no stack to take: refused in one line
+    from transformers import AutoModelForCausalLM
+
+    with pytest.raises(ValueError, match=r"holds an encoder-only model \(VanillaTransformerForMaskedLM, .*"
+                                         r"VanillaTransformerForCausalLM needs a decoder-only model"):
+        AutoModelForCausalLM.from_pretrained(folder)
+
+
+def test_training_from_a_single_stack_folder_is_one_line(single_stack_folders, tmp_path, capsys):
+    out = tmp_path / "run"
+    keep = [item for name, value in TINY_OPTIONS.items() if name not in MODEL_OPTIONS
+            for item in (f"--{name}", str(value))]
+    code, _, stderr = run_main(train_main, ["--output_dir", str(out), "--model_name_or_path",
+                                            str(single_stack_folders["decoder-only"]), *keep], capsys)
+    assert code == 1 and stderr.count("\n") == 1 and "Traceback" not in stderr, stderr
+    assert (f"{single_stack_folders['decoder-only']} holds a decoder-only language model "
+            "(VanillaTransformerForCausalLM); --model_name_or_path needs a translation model (seq2seq)") in stderr
+    assert not out.exists()

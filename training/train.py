@@ -151,10 +151,13 @@ def check_checkpoints(resume: str | None, model_args, data_args) -> None:
     """A local checkpoint to resume from or to start from (`--model_name_or_path`; a Hub id is left to transformers)
     must be whole: readable weights that match its config, and its tokenizer unless `--tokenizer_name` gives one."""
     from vanilla_transformer.checkpoint import CheckpointError, check_checkpoint
+    from vanilla_transformer.loading import check_folder_kind
 
-    for folder in (resume, model_args.model_name_or_path):
+    for folder, option in ((resume, "--resume_from_checkpoint"), (model_args.model_name_or_path,
+                                                                   "--model_name_or_path")):
         if folder is not None and os.path.isdir(folder):
-            try:
+            try:  # the recipe trains the translation model: a decoder-only or encoder-only folder is refused
+                check_folder_kind(folder, ("seq2seq",), option)
                 check_checkpoint(folder, need_tokenizer=data_args.tokenizer_name is None)
             except CheckpointError as error:
                 raise UsageError(str(error)) from None

@@ -14,9 +14,16 @@ from pathlib import Path
 
 import torch
 
+from .checkpoint import CheckpointError
+from .files import sha256_of_file
+
 CTRANSLATE2_FILES = ("model.bin", "config.json")
 VOCABULARY_FILES = ("shared_vocabulary.json", "source_vocabulary.json", "target_vocabulary.json")
 INSTALL_HINT = 'pip install "vanilla-transformer[fast]"'
+# Written by the export beside the tokenizer files: {"sha256": {file name: SHA-256 of its bytes}} of the tokenizer
+# the vocabularies were made from, so that a folder whose tokenizer files were replaced is refused, not misread.
+TOKENIZER_FINGERPRINT = "tokenizer_fingerprint.json"
+EXPORT_AGAIN = "export it again with: vanilla-transformer export ctranslate2 CHECKPOINT OUT --overwrite"
 
 
 def import_ctranslate2():
@@ -31,6 +38,41 @@ def import_ctranslate2():
 def is_ctranslate2_folder(path: str | os.PathLike) -> bool:
     """A folder written by CTranslate2 (ours or any other converter): model.bin beside config.json."""
     return all(os.path.isfile(os.path.join(path, name)) for name in CTRANSLATE2_FILES)
+
+
+def write_tokenizer_fingerprint(folder: str | os.PathLike, names) -> None:
+    """Record the SHA-256 of the tokenizer files `names` (in `folder`) in `folder`/TOKENIZER_FINGERPRINT."""
+    folder = Path(folder)
+    digests = {name: sha256_of_file(folder / name) for name in sorted(set(names)) if (folder / name).is_file()}
+    (folder / TOKENIZER_FINGERPRINT).write_text(json.dumps({"sha256": digests}, indent=2) + "\n", encoding="utf-8")
+
+
+def check_tokenizer_fingerprint(folder: str | os.PathLike) -> None:
+    """Raise `CheckpointError` (one line) when the tokenizer files of the CTranslate2 folder are not those it was
+    exported with (another run's tokenizer copied in, a file removed): its vocabularies would map the tokenizer's ids
+    to other tokens, and the translations would be garbage. A folder exported before fingerprints were recorded
+    (no TOKENIZER_FINGERPRINT) is not checked."""
+    folder = Path(folder)
+    path = folder / TOKENIZER_FINGERPRINT
+    if not path.exists():
+        return
+    try:
+        digests = json.loads(path.read_text(encoding="utf-8"))["sha256"]
+        if not isinstance(digests, dict) or not digests:
+            raise ValueError("no files listed")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
+        raise CheckpointError(f"{path} cannot be read ({' '.join(str(error).split())}); the folder is damaged: "
+                              f"{EXPORT_AGAIN}") from None
+    for name, expected in sorted(digests.items()):
+        file = folder / name
+        if not file.is_file():
+            raise CheckpointError(f"{file} is missing: {folder} was exported with a tokenizer that had it "
+                                  f"({TOKENIZER_FINGERPRINT}); put the exported tokenizer back or {EXPORT_AGAIN}")
+        actual = sha256_of_file(file)
+        if actual != expected:
+            raise CheckpointError(f"{file} is not the tokenizer {folder} was exported with (sha256 {actual[:12]}..., "
+                                  f"exported {str(expected)[:12]}... in {TOKENIZER_FINGERPRINT}): its vocabulary "
+                                  f"would not match the model's; put the exported tokenizer back or {EXPORT_AGAIN}")
 
 
 class CTranslate2Translator:
@@ -80,11 +122,15 @@ class CTranslate2Translator:
         if compute_type not in ("default", "auto") and compute_type not in supported:
             raise ValueError(f"compute_type {compute_type!r} is not supported on {device} by this machine "
                              f"(supported: {', '.join(sorted(supported))})")
-        self.translator = ctranslate2.Translator(str(folder), device=device_type, device_index=int(index or 0),
-                                                 compute_type=compute_type, inter_threads=inter_threads,
-                                                 intra_threads=intra_threads)
+        self.source_tokens, self.target_tokens = self._read_vocabularies(folder)  # checked before CTranslate2 reads
+        try:
+            self.translator = ctranslate2.Translator(str(folder), device=device_type, device_index=int(index or 0),
+                                                     compute_type=compute_type, inter_threads=inter_threads,
+                                                     intra_threads=intra_threads)
+        except (RuntimeError, ValueError) as error:  # e.g. "Variable '...' has an invalid payload size"
+            raise CheckpointError(f"CTranslate2 cannot load {folder} ({' '.join(str(error).split())}): model.bin or "
+                                  f"config.json is damaged (cut short?); {EXPORT_AGAIN}") from None
         self.device = torch.device("cpu")  # where generate() takes its inputs
-        self.source_tokens, self.target_tokens = self._read_vocabularies(folder)
         self.target_ids = {token: i for i, token in enumerate(self.target_tokens)}
         self.generation_config = (GenerationConfig.from_pretrained(folder)
                                   if (folder / "generation_config.json").is_file() else GenerationConfig())
@@ -98,14 +144,24 @@ class CTranslate2Translator:
     @staticmethod
     def _read_vocabularies(folder: Path) -> tuple[list[str], list[str]]:
         def read(name):
-            return json.loads((folder / name).read_text(encoding="utf-8"))
+            try:
+                tokens = json.loads((folder / name).read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, ValueError) as error:
+                raise CheckpointError(f"{folder / name} cannot be read ({' '.join(str(error).split())}); the folder "
+                                      f"is damaged: {EXPORT_AGAIN}") from None
+            if not (isinstance(tokens, list) and tokens and all(isinstance(token, str) for token in tokens)):
+                raise CheckpointError(f"{folder / name} is not a list of token strings; the folder is damaged: "
+                                      f"{EXPORT_AGAIN}")
+            return tokens
 
         if (folder / "shared_vocabulary.json").is_file():
             source = target = read("shared_vocabulary.json")
         elif (folder / "source_vocabulary.json").is_file() and (folder / "target_vocabulary.json").is_file():
             source, target = read("source_vocabulary.json"), read("target_vocabulary.json")
         else:
-            raise FileNotFoundError(f"{folder} has no CTranslate2 vocabulary ({' or '.join(VOCABULARY_FILES[:2])}).")
+            raise CheckpointError(f"{folder} has no CTranslate2 vocabulary ({VOCABULARY_FILES[0]}, or "
+                                  f"{VOCABULARY_FILES[1]} and {VOCABULARY_FILES[2]}); the folder is damaged: "
+                                  f"{EXPORT_AGAIN}")
         return source, target
 
     def translate_options(self, **kwargs) -> dict:
@@ -149,4 +205,5 @@ class CTranslate2Translator:
         return [[self.target_ids[token] for token in result.hypotheses[0]] for result in results]
 
 
-__all__ = ["CTRANSLATE2_FILES", "CTranslate2Translator", "import_ctranslate2", "is_ctranslate2_folder"]
+__all__ = ["CTRANSLATE2_FILES", "TOKENIZER_FINGERPRINT", "CTranslate2Translator", "check_tokenizer_fingerprint",
+           "import_ctranslate2", "is_ctranslate2_folder", "write_tokenizer_fingerprint"]

@@ -25,22 +25,25 @@ The folder holds CTranslate2's model.bin, config.json and vocabularies, the chec
 generation_config.json, whose decoding defaults (beam size, length penalty, maximum length, tokens never to generate)
 `CTranslate2Translator` applies as `generate` does. The vocabularies list the tokenizer's token strings by id; the
 translator maps ids to those strings and back, so the tokenizer's own special-token handling and decoding apply.
+tokenizer_fingerprint.json records the SHA-256 of the tokenizer files: a folder whose tokenizer was replaced is
+refused when loaded (its vocabularies would no longer be the tokenizer's).
 """  # noqa: E501  (the mapping table's rows)
 
 import math
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
 from .checkpoint import CheckpointError
 from .ctranslate2_engine import (  # the translator and the folder test re-exported: the engine lived here
+    TOKENIZER_FINGERPRINT,
     CTranslate2Translator,
     import_ctranslate2,
     is_ctranslate2_folder,
+    write_tokenizer_fingerprint,
 )
+from .files import OutputError, check_output_folder, staged_folder
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "float16", "bfloat16", "int8_bfloat16")
 # transformers' activation names (ACT2FN) -> the name of CTranslate2's common_spec.Activation member
@@ -225,26 +228,41 @@ def _load_tokenizer(tokenizer, checkpoint: Path | None):
     return tokenizer
 
 
+def check_export_output(out: Path, overwrite: bool, inputs) -> None:
+    """Refuse (`ExportError`, one line) an output folder the export must not write: one that is, contains or lies
+    inside one of the `inputs` (even with `overwrite`), a file, a place that cannot be written, an existing non-empty
+    folder without `overwrite`, and with `overwrite` one that is not itself a CTranslate2 folder (an earlier export):
+    --overwrite replaces an export, never a folder of something else."""
+    try:
+        check_output_folder(out, overwrite=overwrite, inputs=inputs)
+    except OutputError as error:
+        raise ExportError(str(error)) from None
+    if overwrite and out.is_dir() and any(out.iterdir()) and not is_ctranslate2_folder(out):
+        raise ExportError(f"{out} is not a CTranslate2 folder (it has no model.bin and config.json): --overwrite "
+                          "replaces only an earlier export; choose another output folder.")
+
+
 def to_ctranslate2(checkpoint_or_model, output_dir: str | os.PathLike, quantization: str = "float32", *,
                    tokenizer=None, overwrite: bool = False) -> Path:
     """Export a saved checkpoint folder (or a `VanillaTransformerForConditionalGeneration` and its `tokenizer`) to a
     CTranslate2 model folder with the weights in `quantization` (one of `QUANTIZATIONS`), the vocabularies, the
-    tokenizer files and the generation config. Returns the folder.
+    tokenizer files, their fingerprint (`TOKENIZER_FINGERPRINT`) and the generation config. Returns the folder.
 
-    The folder is written elsewhere and moved into place at the end: an export that fails leaves nothing behind.
-    Raises `ExportError` for what cannot be exported (the message names the option or the missing file).
+    Everything is checked before anything is written (`check_export_output`: `overwrite=True` replaces only an
+    earlier CTranslate2 export, never a folder that is, contains or lies inside the checkpoint). The folder is written
+    through `files.staged_folder`: into a hidden staging folder beside `output_dir`, renamed into place when whole, so
+    that `output_dir` is always the old whole export or the new whole one (a killed export's staging folder is
+    removed by the next export to the same place). Raises `ExportError` for what cannot be exported (the message
+    names the option or the file), `files.OutputError` when the disk fills up or the folder cannot be written.
     """
     if quantization not in QUANTIZATIONS:
         raise ExportError(f"quantization={quantization!r} is not one of {', '.join(QUANTIZATIONS)}.")
     _import_ctranslate2()
     out = Path(output_dir)
-    if out.exists() and not (out.is_dir() and (overwrite or not any(out.iterdir()))):
-        raise ExportError(f"{out} exists and is not an empty folder; pass overwrite=True (--overwrite) to replace it.")
-    checkpoint = None
-    if isinstance(checkpoint_or_model, (str, os.PathLike)):
-        checkpoint = Path(checkpoint_or_model)
-        if out.resolve() == checkpoint.resolve():
-            raise ExportError("The output folder must differ from the checkpoint folder.")
+    checkpoint = Path(checkpoint_or_model) if isinstance(checkpoint_or_model, (str, os.PathLike)) else None
+    inputs = [path for path in (checkpoint, tokenizer) if isinstance(path, (str, os.PathLike))]
+    check_export_output(out, overwrite, inputs)
+    if checkpoint is not None:
         model = _load_checkpoint(checkpoint)
     else:
         model = checkpoint_or_model
@@ -268,18 +286,11 @@ def to_ctranslate2(checkpoint_or_model, output_dir: str | os.PathLike, quantizat
     spec.validate()
     spec.optimize(quantization=quantization)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        spec.save(str(staging))
-        tokenizer.save_pretrained(staging)
+    with staged_folder(out, overwrite=overwrite, inputs=inputs) as staging:
+        spec.save(staging)
+        saved = tokenizer.save_pretrained(staging)
+        write_tokenizer_fingerprint(staging, [os.path.basename(path) for path in saved])
         (model.generation_config or _default_generation_config(model)).save_pretrained(staging)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return out
 
 
@@ -289,4 +300,5 @@ def _default_generation_config(model):
     return GenerationConfig.from_model_config(model.config)
 
 
-__all__ = ["CTranslate2Translator", "ExportError", "QUANTIZATIONS", "is_ctranslate2_folder", "to_ctranslate2"]
+__all__ = ["TOKENIZER_FINGERPRINT", "CTranslate2Translator", "ExportError", "QUANTIZATIONS", "check_export_output",
+           "is_ctranslate2_folder", "to_ctranslate2"]

@@ -5,6 +5,8 @@
   atomically and removed only once the new one is in place). A killed run leaves only a hidden `.NAME.staging-PID`
   folder, removed by the next writer of NAME (or ignored: nothing reads hidden folders).
 - `install_folder(staging, target)`: the rename / atomic swap on its own (used for Trainer checkpoints).
+- `staged_file(path, inputs=...)`: the same for one file (`translate --output`): checked first (`check_output_file`),
+  written to a hidden `.NAME.staging-PID` file beside it, flushed and renamed over `path` when whole.
 - `read_text_lines(path_or_stream, what)`: one sentence per line, split on "\\n" only ("\\r\\n" too), BOM removed;
   input that is not UTF-8 is one line naming the file and the byte offset.
 - `RunLock(folder)`: a lock file that refuses a second concurrent run into the same folder; the lock of a run that
@@ -128,7 +130,11 @@ def clean_stale_staging(parent, name: str | None = None) -> list[str]:
             os.rename(path, target)
             done.append(f"Restored {target} (a run killed while replacing it had moved it aside to {entry}).")
         else:
-            shutil.rmtree(path, ignore_errors=True)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:  # the staging file of a `staged_file`
+                with contextlib.suppress(OSError):
+                    os.remove(path)
             done.append(f"Removed {path}, left by a run that was killed (process {match['pid']}).")
     return done
 
@@ -206,6 +212,76 @@ def staged_folder(target, *, overwrite: bool = False, inputs=(), overwrite_flag:
             install_folder(staging, target)
     finally:
         shutil.rmtree(holder, ignore_errors=True)
+
+
+def check_output_file(path, *, inputs=(), what: str = "--output") -> None:
+    """Raise `OutputError` (one line) unless `path` can become a file of our output: not a folder, in an existing
+    folder that can be written, and none of the `inputs` (files or folders the command reads: the file itself, or an
+    existing file inside one of those folders, would be replaced). An existing file is replaced (as `> FILE`)."""
+    shown = f"{what} {os.fspath(path)}".strip()  # "--output out.txt"
+    real = _real(path)
+    for given in inputs:
+        if given is None:
+            continue
+        source = _real(given)
+        if real == source:
+            raise OutputError(f"{shown} is one of the inputs ({os.fspath(given)}); writing it would replace "
+                              "what is being read: choose another file.")
+        if os.path.isdir(source) and _is_within(real, source) and os.path.lexists(real):
+            raise OutputError(f"{shown} is a file of the input {os.fspath(given)}; writing it would replace "
+                              "it: choose another file.")
+    if os.path.isdir(real):
+        raise OutputError(f"{shown} is a folder; give the name of a file to write.")
+    parent = os.path.dirname(real)
+    if not os.path.lexists(parent):
+        raise OutputError(f"{shown} cannot be written: its folder {os.path.dirname(os.path.abspath(path))} does "
+                          "not exist.")
+    if not os.path.isdir(parent):
+        raise OutputError(f"{shown} cannot be written: {parent} is a file, not a folder.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"{shown} cannot be written: {parent} is read-only or not writable by this user.")
+
+
+@contextlib.contextmanager
+def staged_file(path, *, inputs=(), what: str = "--output", encoding: str | None = "utf-8"):
+    """Write a file so that `path` is always either its old whole content or the new whole content: checks it
+    (`check_output_file`), yields a file object open for writing `.NAME.staging-PID` beside it (text with
+    `encoding`, bytes when `encoding` is None; mode 0666 less the umask, as `open` makes files), and when the body
+    finishes, flushes it to disk and renames it over `path` (`os.replace`). When the body raises or the process is
+    killed, `path` is untouched and the staging file is removed (now, or by the next `staged_file` of NAME). A full
+    disk or an unwritable folder is an `OutputError` naming the file.
+
+        with staged_file(args.output) as f:
+            f.writelines(line + "\\n" for line in translations)
+    """
+    check_output_file(path, inputs=inputs, what=what)
+    path = os.path.abspath(os.fspath(path))
+    parent, name = os.path.split(path)
+    staging = os.path.join(parent, staging_name(name))
+    try:
+        with writing_errors(path):
+            for line in clean_stale_staging(parent, name):
+                print(line, file=sys.stderr)
+            with open(staging, "w" if encoding else "wb", encoding=encoding) as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(staging, path)
+            _fsync_dir(parent)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(staging)
+
+
+def sha256_of_file(path) -> str:
+    """The SHA-256 of a file's bytes, as hex (what `sha256sum` prints)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -368,7 +444,7 @@ def _read_bytes(path_or_stream, what: str) -> tuple[str, bytes]:
             raise TextFileError(f"The {what} {path} cannot be read: {error.strerror}.") from None
     stream = path_or_stream
     name = getattr(stream, "name", "<stream>")
-    name = "standard input" if name == "<stdin>" else str(name)
+    name = "standard input" if name == "<stdin>" or stream is sys.stdin else str(name)
     raw = getattr(stream, "buffer", None)  # a text stream (sys.stdin): read its bytes, not its decoding
     if raw is not None:
         return name, raw.read()
@@ -456,13 +532,16 @@ __all__ = [
     "OutputError",
     "RunLock",
     "TextFileError",
+    "check_output_file",
     "check_output_folder",
     "clean_stale_staging",
     "commit_files",
     "has_model",
     "install_folder",
+    "sha256_of_file",
     "is_within",
     "read_text_lines",
+    "staged_file",
     "staged_folder",
     "staging_name",
     "write_error_message",

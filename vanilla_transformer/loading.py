@@ -126,6 +126,21 @@ def folder_kind(path: str | os.PathLike) -> str:
     return kind
 
 
+def check_folder_kind(path: str | os.PathLike, kinds, purpose: str | None = None, *, kind: str | None = None) -> str:
+    """The kind of the folder at `path` (`folder_kind`, or `kind` when already known); `CheckpointError` (one line)
+    when it is none of `kinds`, naming what the folder holds and what `purpose` (e.g. "translate") needs:
+    "M holds a decoder-only language model (VanillaTransformerForCausalLM); translate needs a translation model"."""
+    path = os.fspath(path)
+    kind = kind or folder_kind(path)
+    if kind not in kinds:
+        holds = DESCRIPTIONS[kind]
+        if kind != "ctranslate2":  # name the class: "a decoder-only language model (VanillaTransformerForCausalLM)"
+            architecture = (_read_architectures(path) or [AUTO_CLASS_OF_KIND[kind]])[0]
+            holds = f"{holds[:-1]}, {architecture})" if holds.endswith(")") else f"{holds} ({architecture})"
+        raise CheckpointError(f"{path} holds {holds}; {purpose or 'this'} needs {describe(kinds)}")
+    return kind
+
+
 def describe(kinds) -> str:
     """`kinds` in words: "a translation model (seq2seq) or a CTranslate2 folder"."""
     words = [DESCRIPTIONS[kind] for kind in kinds]
@@ -173,12 +188,8 @@ def load_checkpoint(
                               f"`vanilla-transformer export ctranslate2 {path} OUT`")
     if engine == "pytorch" and kind == "ctranslate2":
         raise CheckpointError(f"{path} is a CTranslate2 folder: translate it with the ctranslate2 engine")
-    if kinds is not None and kind not in kinds:
-        holds = DESCRIPTIONS[kind]
-        if kind != "ctranslate2":  # name the class: "a decoder-only language model (VanillaTransformerForCausalLM)"
-            architecture = (_read_architectures(path) or [AUTO_CLASS_OF_KIND[kind]])[0]
-            holds = f"{holds[:-1]}, {architecture})" if holds.endswith(")") else f"{holds} ({architecture})"
-        raise CheckpointError(f"{path} holds {holds}; {purpose or 'this'} needs {describe(kinds)}")
+    if kinds is not None:
+        check_folder_kind(path, kinds, purpose, kind=kind)
     if kind == "ctranslate2":
         return _load_ctranslate2(path, device, compute_type, need_tokenizer)
     if compute_type != "default":
@@ -197,13 +208,14 @@ def load_checkpoint(
 
 
 def _load_ctranslate2(path: str, device, compute_type: str, need_tokenizer: bool) -> LoadedCheckpoint:
-    from .ctranslate2_engine import CTranslate2Translator
+    from .ctranslate2_engine import CTranslate2Translator, check_tokenizer_fingerprint
 
     tokenizer = None
     if need_tokenizer:
         if not any(os.path.isfile(os.path.join(path, name)) for name in ("tokenizer.json", "tokenizer_config.json")):
             raise CheckpointError(f"{path} has no tokenizer (tokenizer.json); save it there with "
                                   f"tokenizer.save_pretrained({path!r})")
+        check_tokenizer_fingerprint(path)  # the tokenizer files are those the vocabularies were exported from
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(path)
@@ -213,5 +225,5 @@ def _load_ctranslate2(path: str, device, compute_type: str, need_tokenizer: bool
                             device=str(model.translator.device))
 
 
-__all__ = ["KINDS", "CheckpointError", "LoadedCheckpoint", "folder_kind", "load_checkpoint", "model_class",
-           "pick_device"]
+__all__ = ["KINDS", "CheckpointError", "LoadedCheckpoint", "check_folder_kind", "folder_kind", "load_checkpoint",
+           "model_class", "pick_device"]

@@ -430,6 +430,57 @@ class VanillaTransformerDecoderLayer(ResidualLayer):
 # The Hugging Face contract: weights initialisation, saving, loading, tying.
 
 
+# The stacks whose weights each class saves (under the same names within a layout). Loading a folder saved from a
+# class of another layout would leave a stack random (or empty: "Cannot copy out of meta tensor"), so
+# `from_pretrained` refuses it in one line.
+_LAYOUTS = {
+    "VanillaTransformerModel": "an encoder-decoder model",
+    "VanillaTransformerForConditionalGeneration": "an encoder-decoder model",
+    "VanillaTransformerForCausalLM": "a decoder-only model",
+    "VanillaTransformerForMaskedLM": "an encoder-only model",
+    "VanillaTransformerForSequenceClassification": "an encoder-only model",
+}
+
+
+def _saved_architecture(pretrained_model_name_or_path, config) -> str | None:
+    """The class a folder was saved from (config.json's first `architectures`), from the `config` passed to
+    `from_pretrained` (the Auto classes pass the folder's) or else from a local folder's config.json; None if
+    unknown (a Hub id is left to transformers)."""
+    import json
+    import os
+
+    if config is not None and not isinstance(config, (str, os.PathLike)):
+        architectures = getattr(config, "architectures", None)
+    else:
+        folder = config if config is not None else pretrained_model_name_or_path
+        path = folder if str(folder).endswith(".json") else os.path.join(str(folder), "config.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                architectures = json.load(f).get("architectures")
+        except (OSError, TypeError, ValueError, AttributeError):
+            return None
+    return architectures[0] if isinstance(architectures, list) and architectures else None
+
+
+# The pipeline tasks whose pipeline refuses a model loaded with `wrong_layout` in one line: our translation pipeline,
+# and (when the package is imported) transformers' text pipelines wrapped by `pipeline_checks`.
+PIPELINES_REFUSING_WRONG_LAYOUT = {"translation"}
+
+
+def _pipeline_task() -> str | None:
+    """The task of the `transformers.pipeline(...)` whose model loading (`pipelines.base.load_model`) runs this
+    `from_pretrained`, if any."""
+    import sys
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == "transformers.pipelines.base":
+            task = frame.f_locals.get("task")
+            return task if isinstance(task, str) else None
+        frame = frame.f_back
+    return None
+
+
 class VanillaTransformerPreTrainedModel(PreTrainedModel):
     config_class = VanillaTransformerConfig
     config: VanillaTransformerConfig
@@ -441,6 +492,33 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     _supports_flash_attn = True
     _can_compile_fullgraph = True
     _no_split_modules = ["VanillaTransformerEncoderLayer", "VanillaTransformerDecoderLayer"]
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        """`PreTrainedModel.from_pretrained`, after refusing (ValueError, one line) a folder saved from one of our
+        classes whose weights are of another layout (e.g. a decoder-only folder for the encoder-decoder).
+
+        Inside `pipeline(task, ...)` (which turns any error while loading into pages of tracebacks), for a task
+        whose pipeline checks it (`PIPELINES_REFUSING_WRONG_LAYOUT`), the model is loaded quietly instead and keeps
+        the refusal in `wrong_layout`; the pipeline then refuses it in one line."""
+        saved = _saved_architecture(pretrained_model_name_or_path, kwargs.get("config"))
+        ours = next((_LAYOUTS[c.__name__] for c in cls.__mro__ if c.__name__ in _LAYOUTS), None)
+        if saved not in _LAYOUTS or ours is None or _LAYOUTS[saved] == ours:
+            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        message = (f"{pretrained_model_name_or_path} holds {_LAYOUTS[saved]} ({saved}, in config.json's "
+                   f"architectures); {cls.__name__} needs {ours}: load it with the class it was saved from, or "
+                   f"choose a folder saved from {cls.__name__}.")
+        task = _pipeline_task()
+        if not (task in PIPELINES_REFUSING_WRONG_LAYOUT or (task or "").startswith("translation_")):
+            raise ValueError(message)
+        verbosity = logging.get_verbosity()
+        logging.set_verbosity_error()  # not the table of missing weights: the pipeline's one line says it all
+        try:
+            model = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        finally:
+            logging.set_verbosity(verbosity)
+        model.wrong_layout = message
+        return model
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module):

@@ -5,6 +5,10 @@ wrong answer.
   empty text (the decoder-only model then continues nothing, the classifier labels nothing) and returns a result.
 - `pipeline("fill-mask")(text, targets=["zebra"])`: transformers replaces a target that is not in the vocabulary by
   the first token of its tokenization (a logged warning at most) and scores that token instead.
+- `pipeline("text-generation", model=folder)` (or text-classification, fill-mask) of a folder saved from one of our
+  classes of another layout (an encoder-decoder folder for the decoder-only class): our `from_pretrained` loads it
+  quietly inside a pipeline and marks it `wrong_layout`; the pipeline refuses it in one line instead of answering
+  with random weights.
 
 These pipeline classes are transformers' (registered for every model type); subclassing them would mean
 re-registering the tasks for all models. So `register_pipeline_input_checks` wraps their `preprocess` /
@@ -61,6 +65,22 @@ def _refuse_unknown_targets(method):
     return get_target_ids
 
 
+def _refuse_wrong_layout(init):
+    """Wrap a pipeline's `__init__`: a model our `from_pretrained` marked `wrong_layout` is a ValueError (one line)."""
+    if getattr(init, "_refuses_wrong_layout", False):
+        return init
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        model = kwargs["model"] if "model" in kwargs else args[0] if args else None
+        if getattr(model, "wrong_layout", None):
+            raise ValueError(model.wrong_layout)
+        init(self, *args, **kwargs)
+
+    __init__._refuses_wrong_layout = True
+    return __init__
+
+
 def register_pipeline_input_checks() -> None:
     """Install the checks of this module's docstring on transformers' pipeline classes (idempotent)."""
     from transformers.pipelines.fill_mask import FillMaskPipeline
@@ -72,3 +92,10 @@ def register_pipeline_input_checks() -> None:
     TextClassificationPipeline.preprocess = _refuse_empty_text(
         TextClassificationPipeline.preprocess, "text-classification", "text to classify")
     FillMaskPipeline.get_target_ids = _refuse_unknown_targets(FillMaskPipeline.get_target_ids)
+    from .modeling_vanilla_transformer import PIPELINES_REFUSING_WRONG_LAYOUT
+
+    for task, pipeline_class in (("text-generation", TextGenerationPipeline),
+                                 ("text-classification", TextClassificationPipeline), ("fill-mask", FillMaskPipeline)):
+        pipeline_class.__init__ = _refuse_wrong_layout(pipeline_class.__init__)
+        PIPELINES_REFUSING_WRONG_LAYOUT.add(task)
+    PIPELINES_REFUSING_WRONG_LAYOUT.add("sentiment-analysis")  # text-classification's other name

@@ -61,7 +61,13 @@ class TranslationPipeline(Pipeline):
     # transformers 4's defaults for text-to-text pipelines, used only where the model's generation config sets nothing
     _default_generation_config = GenerationConfig(max_new_tokens=256, num_beams=4)
 
+    # the head names of single-stack classes (transformers' naming): a folder saved from one of them has no encoder or
+    # no decoder for the encoder-decoder class `pipeline` builds from it, which would translate with random weights
+    _SINGLE_STACK_HEADS = ("ForCausalLM", "LMHeadModel", "ForMaskedLM", "ForSequenceClassification",
+                           "ForTokenClassification", "ForQuestionAnswering", "ForMultipleChoice")
+
     def __init__(self, *args, **kwargs):
+        self._check_saved_class(kwargs["model"] if "model" in kwargs else args[0] if args else None)
         super().__init__(*args, **kwargs)
         if not getattr(self.model.config, "is_encoder_decoder", False):
             raise ValueError(
@@ -70,6 +76,28 @@ class TranslationPipeline(Pipeline):
             )
         if self.tokenizer is None:
             raise ValueError("The translation pipeline needs a tokenizer: pass tokenizer=... to pipeline().")
+
+    @classmethod
+    def _check_saved_class(cls, model) -> None:
+        """Refuse, in one line, a model loaded from a folder of another kind: `pipeline("translation", model=folder)`
+        builds the encoder-decoder class from any folder with its model_type, so a decoder-only or encoder-only
+        folder gives a model whose missing stack is random or empty ("Cannot copy out of meta tensor")."""
+        if getattr(model, "wrong_layout", None):  # found by our model's from_pretrained
+            raise ValueError(model.wrong_layout)
+        config = getattr(model, "config", None)
+        saved = (getattr(config, "architectures", None) or [None])[0]
+        if not isinstance(saved, str) or saved == type(model).__name__:
+            return
+        empty = any(parameter.is_meta for parameter in model.parameters())
+        if empty or saved.endswith(cls._SINGLE_STACK_HEADS):
+            where = getattr(config, "_name_or_path", "") or "the model folder"
+            kind = ("a decoder-only model" if saved.endswith(("ForCausalLM", "LMHeadModel")) else
+                    "an encoder-only model" if saved.endswith(cls._SINGLE_STACK_HEADS) else "another kind of model")
+            raise ValueError(
+                f"{where} holds {kind} ({saved}, in config.json's architectures), not a translation model: the "
+                f"translation pipeline needs an encoder-decoder (seq2seq) model folder, saved from "
+                f"{type(model).__name__} or another AutoModelForSeq2SeqLM class."
+            )
 
     # -- parameters ---------------------------------------------------------------------------------------------
 

@@ -57,9 +57,14 @@ def existing_folder(text: str) -> str:
 
 
 def writable_file(text: str) -> str:
-    """A file path whose folder exists (the file itself is written later)."""
-    if not os.path.isdir(os.path.dirname(os.path.abspath(text))):
-        raise argparse.ArgumentTypeError(f"cannot write {text}: its folder does not exist")
+    """A file path that can be written (`files.check_output_file`): not a folder, in an existing folder this user
+    may write. The file itself is written later, atomically (`files.staged_file`)."""
+    from ..files import OutputError, check_output_file
+
+    try:
+        check_output_file(text, what="")
+    except OutputError as error:
+        raise argparse.ArgumentTypeError(str(error).strip().rstrip(".")) from None
     return text
 
 

@@ -50,24 +50,42 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _read_texts(args: argparse.Namespace) -> list[str]:
+    """The sentences to translate: the arguments, or the lines of --input (a file, or "-": standard input) read by
+    `files.read_text_lines` (split on "\\n" only, "\\r\\n" too, byte-order mark removed; not UTF-8: one line naming
+    the byte)."""
+    from ..files import TextFileError, read_text_lines
+
     if args.texts and args.input:
         raise UsageError("give sentences as arguments or --input FILE, not both")
     if not args.texts and not args.input:
         raise UsageError("nothing to translate: give sentences as arguments or --input FILE")
-    if args.input != "-" and args.input and not os.path.isfile(args.input):
+    if not args.input:
+        return args.texts
+    if args.input != "-" and not os.path.isfile(args.input):
         raise UsageError(f"--input file not found: {args.input}")
-    if args.input == "-":
-        return [line.rstrip("\n") for line in sys.stdin]
-    if args.input:
-        with open(args.input, encoding="utf-8-sig") as f:  # without a byte-order mark
-            return [line.rstrip("\n") for line in f]  # universal newlines: \r\n ends a line too
-    return args.texts
+    try:
+        return read_text_lines(sys.stdin if args.input == "-" else args.input, "--input file")
+    except TextFileError as error:
+        raise ValueError(str(error).replace("--input file standard input", "standard input (--input -)")) from None
+
+
+def _check_output(args: argparse.Namespace) -> None:
+    """--output must not replace what this command reads (--input, a file of the --model folder)."""
+    from ..files import OutputError, check_output_file
+
+    if args.output:
+        try:
+            check_output_file(args.output, inputs=[args.model, None if args.input in (None, "-") else args.input])
+        except OutputError as error:
+            raise UsageError(str(error)) from None
 
 
 def run(args: argparse.Namespace) -> None:
+    from ..files import staged_file
     from ..loading import load_checkpoint
     from ..translate import TRANSLATION_KINDS, translate
 
+    _check_output(args)
     texts = _read_texts(args)
     loaded = load_checkpoint(args.model, kinds=TRANSLATION_KINDS, device=args.device, engine=args.engine,
                              compute_type=args.compute_type, purpose="translate")
@@ -76,7 +94,7 @@ def run(args: argparse.Namespace) -> None:
     translations = translate(loaded.model, loaded.tokenizer, texts, batch_size=args.batch_size,
                              progress=bool(args.input) and not args.no_progress, **generate_kwargs)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
+        with staged_file(args.output) as f:  # atomic: the old file or the whole new one, never half
             f.writelines(t + "\n" for t in translations)
     else:
         sys.stdout.writelines(t + "\n" for t in translations)

@@ -399,10 +399,23 @@ def test_existing_output_folder_is_not_overwritten_by_default(tmp_path):
     build_source("marian", 0, tmp_path / "source")
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "notes.txt").write_text("mine")
-    with pytest.raises(ConversionError, match="not an empty folder"):
+    with pytest.raises(ConversionError, match="not empty"):
         convert("marian", tmp_path / "source", tmp_path / "out", tokenizer=False)
-    convert("marian", tmp_path / "source", tmp_path / "out", tokenizer=False, overwrite=True)
-    assert (tmp_path / "out" / "model.safetensors").is_file()
+    # --overwrite replaces an earlier model folder, never a folder of something else or the source itself
+    with pytest.raises(ConversionError, match="not a model folder"):
+        convert("marian", tmp_path / "source", tmp_path / "out", tokenizer=False, overwrite=True)
+    assert (tmp_path / "out" / "notes.txt").read_text() == "mine"
+    for inside_or_is_source in (tmp_path / "source", tmp_path / "source" / "out", tmp_path):
+        with pytest.raises(ConversionError):
+            convert("marian", tmp_path / "source", inside_or_is_source, tokenizer=False, overwrite=True)
+    assert (tmp_path / "source" / "config.json").is_file() and not (tmp_path / "source" / "out").exists()
+    convert("marian", tmp_path / "source", tmp_path / "converted", tokenizer=False)
+    first = (tmp_path / "converted" / "model.safetensors").read_bytes()
+    (tmp_path / "converted" / "stale.txt").write_text("from the earlier conversion")
+    convert("marian", tmp_path / "source", tmp_path / "converted", tokenizer=False, overwrite=True)
+    assert (tmp_path / "converted" / "model.safetensors").read_bytes() == first
+    assert not (tmp_path / "converted" / "stale.txt").exists()  # replaced as a whole, not written into
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging folder left behind
     with pytest.raises(ConversionError, match="Unknown checkpoint kind"):
         convert("bart", tmp_path / "source", tmp_path / "other")
 

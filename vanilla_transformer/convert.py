@@ -29,6 +29,7 @@ from transformers.utils import logging
 
 from .checkpoint import CheckpointError, check_checkpoint
 from .configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
+from .files import OutputError, check_output_folder, staged_folder
 from .model_card import converted_model_card, hub_id_from_path
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_position_encoding
 
@@ -360,12 +361,7 @@ def convert(kind: str, src_dir: str | Path, out_dir: str | Path, *, base_model: 
         raise ConversionError(f"Unknown checkpoint kind {kind!r}; choose one of {sorted(FAMILIES)}.")
     src, out = Path(src_dir), Path(out_dir)
     raw_config = _read_source_config(kind, src)
-    if out.resolve() == src.resolve():
-        raise ConversionError("The output folder must differ from the source folder.")
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not overwrite)):
-        raise ConversionError(
-            f"{out} exists and is not an empty folder; pass overwrite=True (--overwrite) to write there."
-        )
+    check_conversion_output(out, overwrite, src)
 
     source = _load_source_model(kind, src)
     try:
@@ -392,12 +388,26 @@ def convert(kind: str, src_dir: str | Path, out_dir: str | Path, *, base_model: 
                                 kind=kind, base_model=base_model or hub_id_from_path(src),
                                 languages=_languages(kind, source.config, source_tokenizer))
 
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    if source_tokenizer is not None:
-        source_tokenizer.save_pretrained(out)
-    card.save(out / "README.md")
+    with staged_folder(out, overwrite=overwrite, inputs=[src]) as folder:
+        model.save_pretrained(folder)
+        if source_tokenizer is not None:
+            source_tokenizer.save_pretrained(folder)
+        card.save(Path(folder) / "README.md")
     return model
+
+
+def check_conversion_output(out: Path, overwrite: bool, src: Path) -> None:
+    """Refuse (`ConversionError`, one line) an output folder the conversion must not write: one that is, contains or
+    lies inside the source (even with `overwrite`), a file, a place that cannot be written, an existing non-empty
+    folder without `overwrite`, and with `overwrite` one that is not itself a model folder (no config.json):
+    --overwrite replaces an earlier conversion or model, never a folder of something else."""
+    try:
+        check_output_folder(out, overwrite=overwrite, inputs=[src])
+    except OutputError as error:
+        raise ConversionError(str(error)) from None
+    if overwrite and out.is_dir() and any(out.iterdir()) and not (out / "config.json").is_file():
+        raise ConversionError(f"{out} is not a model folder (it has no config.json): --overwrite replaces only an "
+                              "earlier model; choose another output folder.")
 
 
 def convert_marian(src_dir: str | Path, out_dir: str | Path, **kwargs) -> VanillaTransformerForConditionalGeneration:

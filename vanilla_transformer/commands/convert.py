@@ -23,7 +23,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--base-model", help="Hub id of the source, for the model card (read off a Hub cache path "
                                              "when left out)")
     parser.add_argument("--no-tokenizer", action="store_true", help="convert the model without its tokenizer")
-    parser.add_argument("--overwrite", action="store_true", help="write into a non-empty output folder")
+    parser.add_argument("--overwrite", action="store_true", help="replace an earlier model folder at OUT")
     return parser
 
 

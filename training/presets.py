@@ -65,7 +65,7 @@ PRESETS: dict[str, Preset] = {
     ),
     "multi30k": Preset(
         description="A small Transformer for Multi30k-sized data (29k sentence pairs) with the paper's schedule; "
-                    "for a time budget on a CPU, 'tiny' translates better.",
+                    "the best measured so far in a 30-minute CPU budget (docs/train.md).",
         model=dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
                    decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024, dropout=0.1),
         data=dict(vocab_size=8000, max_source_length=128, max_target_length=128),
@@ -81,10 +81,12 @@ PRESETS: dict[str, Preset] = {
     # CPU budget of minutes, so the schedule decays linearly to zero at the end of the run (with
     # --max_train_minutes: at the end of the steps that fit, see training/budget.py), after a warmup of a fifth of
     # it to 0.003 (a 30-50-step warmup to 0.002 or 0.005 stalled at loss ~6.6 for 400 steps on this machine), and
-    # the 10 averaged checkpoints lie in its last fifth. Measurements: docs/train.md.
+    # the 10 averaged checkpoints lie in its last fifth. Not yet a good recipe: in a 30-minute run on a quiet 2-core
+    # machine (2026-11-25) its loss stayed near 6 (5.94 at step 1,000 of 1,261), where `multi30k` was at 3.78.
+    # Measurements: docs/train.md.
     "tiny": Preset(
-        description="Transformer-Tiny (Wu et al. 2021) for small data such as Multi30k (~30k sentence pairs); made for "
-                    "a time budget (--max_train_minutes).",
+        description="Transformer-Tiny (Wu et al. 2021) for small data such as Multi30k (~30k sentence pairs), with a "
+                    "schedule for a time budget (--max_train_minutes); experimental: its 30-minute CPU run stalled.",
         model=dict(d_model=128, encoder_layers=4, decoder_layers=4, encoder_attention_heads=4,
                    decoder_attention_heads=4, encoder_ffn_dim=256, decoder_ffn_dim=256, dropout=0.3),
         data=dict(vocab_size=8000, max_source_length=128, max_target_length=128, literature_bleu=True),

@@ -67,3 +67,54 @@ def test_multi30k_benchmark_trains_averages_decodes_and_writes_its_section(tmp_p
         bleu, chrf = (float(x) for x in pair.split(" / "))
         assert 0 <= bleu <= 100 and 0 <= chrf <= 100
     assert "python benchmarks/benchmark_multi30k.py --data_dir" in text
+
+
+def test_recipe_sweep_replays_each_plan_scores_val_and_ranks_the_configurations(tmp_path, capsys):
+    """Two tiny configurations side by side with given step times: each run makes exactly the plan of its step time
+    (whatever this machine's speed), scores val (its own all_results.json), and the table ranks them; a
+    configuration that fails is a row with its last line, not a crash."""
+    from benchmarks.recipe_sweep import main
+    from training.numbers import number_translation_splits
+
+    data = tmp_path / "data"
+    data.mkdir()
+    splits = number_translation_splits(train_size=300, validation_size=8, test_size=4, seed=5)
+    for split, name in (("train", "train"), ("validation", "val")):
+        for side, lang in (("source", "en"), ("target", "de")):
+            (data / f"{name}.{lang}").write_text("\n".join(splits[split][side]) + "\n", encoding="utf-8")
+    tiny = ["--d_model", "32", "--encoder_layers", "1", "--decoder_layers", "1", "--attention_heads", "2",
+            "--ffn_dim", "64", "--vocab_size", "90", "--max_tokens", "200", "--max_source_length", "20",
+            "--max_target_length", "20", "--per_device_eval_batch_size", "8", "--bleu_tokenize", "char",
+            "--lr_scheduler_type", "linear", "--warmup_steps", "0.4", "--learning_rate", "0.003",
+            "--average_last_n_checkpoints", "3", "--save_total_limit", "3"]
+    configs = {"fast_steps": {"seconds_per_step": 1.0, "options": ["--preset", "demo", *tiny]},
+               "slow_steps": {"seconds_per_step": 2.0, "options": ["--preset", "demo", *tiny, "--seed", "2"]},
+               "broken": {"seconds_per_step": 0.5, "options": ["--preset", "demo", *tiny, "--dropout", "-1"]}}
+    path = tmp_path / "configs.json"
+    path.write_text(json.dumps(configs), encoding="utf-8")
+    out = tmp_path / "sweep"
+    rows = {row["name"]: row for row in main(["--data_dir", str(data), "--minutes", "0.5", "--configs", str(path),
+                                               "--parallel", "3", "--output_dir", str(out)])}
+    for name, seconds in (("fast_steps", 1.0), ("slow_steps", 2.0)):
+        row = rows[name]
+        assert row["returncode"] == 0 and row["steps"] == int(0.97 * 30 / seconds)  # 29 and 14 steps
+        metrics = json.loads((out / name / "all_results.json").read_text())
+        assert row["bleu"] == metrics["validation_bleu"] and 0 <= row["bleu"] <= 100
+        assert metrics["time_budget"]["seconds_per_step"] == seconds and "test_bleu" not in metrics
+    assert rows["broken"]["returncode"] != 0 and "dropout" in rows["broken"]["error"]
+    table = (out / "results.md").read_text()
+    ranked = [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert ranked[1:] == sorted(["fast_steps", "slow_steps"], key=lambda n: -rows[n]["bleu"]) + ["broken"]
+    assert len((out / "results.jsonl").read_text().splitlines()) == 3 and table in capsys.readouterr().out
+
+
+def test_recipe_sweep_refuses_a_bad_configs_file_in_one_line(tmp_path):
+    from benchmarks.recipe_sweep import read_configs
+
+    path = tmp_path / "configs.json"
+    path.write_text(json.dumps({"a": {"seconds_per_step": 0, "options": []}, "b": {"options": ["--seed", "1"]}}))
+    with pytest.raises(SystemExit, match=r"not so for a, b$"):
+        read_configs(str(path))
+    path.write_text("{not json")
+    with pytest.raises(SystemExit, match="cannot read --configs"):
+        read_configs(str(path))

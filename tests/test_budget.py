@@ -168,3 +168,57 @@ def test_the_plan_travels_with_the_schedulers_state():
     torch.optim.lr_scheduler.LambdaLR(optimizer, resumed).load_state_dict(state)
     assert resumed.total == plan.total_steps and resumed.checkpoint_steps == plan.checkpoint_steps
     assert [resumed(s) for s in range(0, plan.total_steps, 97)] == [saved(s) for s in range(0, plan.total_steps, 97)]
+
+
+def test_a_given_step_time_plans_at_the_first_step_and_times_nothing(monkeypatch):
+    """--budget_seconds_per_step: the plan is made before the first step from the given time (a CPU run's plan
+    replayed elsewhere), the same arithmetic as a timed plan, printed once with "(given)"; the clock still stops."""
+    import training.budget as budget
+
+    clock = [500.0]
+    monkeypatch.setattr(budget.time, "monotonic", lambda: clock[0])
+    printed = []
+    schedule = BudgetSchedule("linear", provisional_warmup=230)
+    callback = budget.TimeBudget(30, schedule, warmup=0.4, average_last=10, averaging_span=0.2,
+                                 seconds_per_step=1.36, log=printed.append)
+    state, control = _State(), _Control()
+    callback.on_train_begin(None, state, control)
+    expected = plan_budget(minutes=30, elapsed_seconds=0.0, steps_done=0, seconds_per_step=1.36, measured_steps=0,
+                           warmup=0.4, schedule="linear", average_last=10, averaging_span=0.2)
+    assert callback.plan == expected and state.max_steps == expected.total_steps == int(0.97 * 1800 / 1.36)
+    assert expected.warmup_steps == round(0.4 * expected.total_steps)
+    assert len(printed) == 1 and "1.360 s/step (given)" in printed[0]
+    assert schedule(0) == 0.0 and schedule(expected.warmup_steps) == 1.0 and schedule(expected.total_steps) == 0.0
+    for step in range(1, 40):  # a fast machine: the steps take no time, nothing is re-planned
+        state.global_step = step
+        callback.on_step_end(None, state, control)
+        assert callback.plan == expected and control.should_save == (step in expected.checkpoint_steps)
+    clock[0] += 30 * 60  # a slow one: the budget still ends the run
+    state.global_step = 40
+    callback.on_step_end(type("Args", (), {"save_strategy": "steps"})(), state, control)
+    assert control.should_training_stop and control.should_save
+
+
+def test_a_given_step_time_makes_the_same_plan_on_any_machine(tmp_path, capsys):
+    """A real tiny run with --budget_seconds_per_step trains exactly the planned steps, whatever this machine's
+    speed, and saves the planned checkpoints."""
+    out = tmp_path / "run"
+    options = {**TINY, "max_train_minutes": 0.5, "budget_seconds_per_step": 0.75, "warmup_steps": 0.4,
+               "lr_scheduler_type": "linear", "learning_rate": 0.003, "average_last_n_checkpoints": 3,
+               "averaging_span": 0.3, "save_total_limit": 3, "logging_steps": 1, "output_dir": str(out)}
+    metrics = train_main([item for k, v in options.items() for item in (f"--{k}", str(v))])
+    assert "0.750 s/step (given) -> 38 steps expected" in capsys.readouterr().out  # int(0.97 * 30 / 0.75)
+    plan = metrics["time_budget"]
+    assert plan["total_steps"] == 38 and plan["warmup_steps"] == 15 and plan["measured_steps"] == 0
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] == 38
+    lr = {entry["step"] - 1: entry["learning_rate"] for entry in state["log_history"] if "learning_rate" in entry}
+    assert max(lr, key=lr.get) == 15 and lr[15] == pytest.approx(0.003, rel=1e-6)
+    assert metrics["time_budget"]["checkpoint_steps"][-1] == 38
+
+
+@pytest.mark.parametrize("value", ["0", "-1.5"])
+def test_a_step_time_must_be_positive(value, capsys):
+    with pytest.raises(SystemExit):
+        parse_arguments(["--max_train_minutes", "1", "--budget_seconds_per_step", value])
+    assert f"--budget_seconds_per_step must be positive, got {float(value)}" in capsys.readouterr().err

@@ -116,16 +116,24 @@ def test_trainer_inverse_sqrt_schedule_is_equation_3():
 
 def test_presets_set_the_paper_recipe_and_every_flag_overrides_them(tmp_path):
     data = ["--train_source", "a.en", "--train_target", "a.de"]
-    data_args, model_args, args, explicit = parse_arguments(["--preset", "multi30k", *data])
+    data_args, model_args, args, explicit = parse_arguments(["--preset", "base", *data])
     assert (args.adam_beta1, args.adam_beta2, args.adam_epsilon) == (0.9, 0.98, 1e-9)
     assert args.label_smoothing_factor == 0.1 and args.weight_decay == 0.0
     assert args.lr_scheduler_type == "inverse_sqrt" and args.predict_with_generate
-    assert args.warmup_steps == PRESETS["multi30k"].training["warmup_steps"]
-    assert args.max_tokens == PRESETS["multi30k"].training["max_tokens"]
-    assert args.average_last_n_checkpoints == PRESETS["multi30k"].training["average_last_n_checkpoints"]
-    assert data_args.vocab_size == PRESETS["multi30k"].data["vocab_size"]
-    assert args.output_dir == os.path.join("outputs", "multi30k")
+    assert args.warmup_steps == PRESETS["base"].training["warmup_steps"] == 4000
+    assert args.learning_rate == pytest.approx((512 * 4000) ** -0.5)  # equation 3's peak
+    assert args.max_tokens == PRESETS["base"].training["max_tokens"]
+    assert args.average_last_n_checkpoints == PRESETS["base"].training["average_last_n_checkpoints"]
+    assert data_args.vocab_size == PRESETS["base"].data["vocab_size"]
+    assert args.output_dir == os.path.join("outputs", "base")
     assert "learning_rate" not in explicit
+
+    # multi30k: the paper's optimiser with the schedule chosen for a time budget (a fraction of the planned steps)
+    data_args, model_args, args, explicit = parse_arguments(["--preset", "multi30k", *data])
+    assert (args.adam_beta1, args.adam_beta2, args.adam_epsilon, args.label_smoothing_factor) == (0.9, 0.98, 1e-9, 0.1)
+    assert (args.lr_scheduler_type, args.learning_rate, args.warmup_steps) == ("linear", 0.0014, 0.4)
+    assert (args.average_last_n_checkpoints, args.averaging_span, args.max_tokens) == (10, 0.2, 2048)
+    assert data_args.vocab_size == 8000 and args.output_dir == os.path.join("outputs", "multi30k")
 
     data_args, model_args, args, explicit = parse_arguments([
         "--preset", "multi30k", *data, "--warmup_steps", "50", "--adam_beta2", "0.99", "--max_steps", "7",

@@ -44,7 +44,8 @@ class BudgetPlan:
         checkpoints = (f"average of the {len(self.checkpoint_steps)} checkpoints at steps "
                        f"{', '.join(map(str, self.checkpoint_steps))}" if len(self.checkpoint_steps) > 1
                        else f"final checkpoint at step {self.total_steps}")
-        return (f"{self.minutes:g} min budget: {self.seconds_per_step:.3f} s/step over {self.measured_steps} steps -> "
+        timing = f"over {self.measured_steps} steps" if self.measured_steps else "(given)"
+        return (f"{self.minutes:g} min budget: {self.seconds_per_step:.3f} s/step {timing} -> "
                 f"{self.total_steps:,} steps expected; warmup {self.warmup_steps:,} steps, then {self.schedule} decay "
                 f"to step {self.total_steps:,}; {checkpoints}" + (f" ({self.note})" if self.note else ""))
 
@@ -138,11 +139,13 @@ class TimeBudget(TrainerCallback):
 
     def __init__(self, minutes: float, schedule: BudgetSchedule, *, warmup: float, average_last: int,
                  averaging_span: float, calibration_steps: int = 20, skip_steps: int = 3,
-                 calibration_share: float = 0.1, min_calibration_steps: int = 3, log=print):
+                 calibration_share: float = 0.1, min_calibration_steps: int = 3,
+                 seconds_per_step: float | None = None, log=print):
         self.minutes, self.schedule, self.warmup = minutes, schedule, warmup
         self.average_last, self.averaging_span = average_last, averaging_span
         self.calibration_steps, self.skip_steps, self.log = calibration_steps, skip_steps, log
         self.calibration_share = calibration_share
+        self.seconds_per_step = seconds_per_step  # given: plan at the first step from it, time nothing
         self.min_calibration_steps = min(min_calibration_steps, calibration_steps)
         self.start = self.timed_from = None
         self.plan: BudgetPlan | None = None
@@ -161,6 +164,8 @@ class TimeBudget(TrainerCallback):
         self.start = time.monotonic()
         if self.schedule.total is not None:  # resumed: the plan came back with the scheduler's state
             state.max_steps = self.schedule.total
+        elif self.seconds_per_step is not None:
+            self.make_plan(state, self.start, state.global_step, seconds_per_step=self.seconds_per_step)
 
     def on_step_end(self, args, state, control, **kwargs):
         now = time.monotonic()
@@ -179,11 +184,12 @@ class TimeBudget(TrainerCallback):
             control.should_save = args.save_strategy != "no"
         return control
 
-    def make_plan(self, state, now: float, step: int) -> None:
-        measured = step - self.skip_steps
+    def make_plan(self, state, now: float, step: int, seconds_per_step: float | None = None) -> None:
+        measured = 0 if seconds_per_step is not None else step - self.skip_steps
         self.plan = plan_budget(
             minutes=self.minutes, elapsed_seconds=now - self.start, steps_done=step,
-            seconds_per_step=(now - self.timed_from) / measured, measured_steps=measured, warmup=self.warmup,
+            seconds_per_step=seconds_per_step or (now - self.timed_from) / measured, measured_steps=measured,
+            warmup=self.warmup,
             schedule=self.schedule.schedule, average_last=self.average_last, averaging_span=self.averaging_span)
         self.schedule.set_plan(self.plan)
         state.max_steps = self.plan.total_steps

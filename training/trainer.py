@@ -47,6 +47,11 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
                           "to average, and prints the plan. With --max_steps it only stops training (and saves) when "
                           "the time is up."},
     )
+    budget_seconds_per_step: float | None = field(
+        default=None,
+        metadata={"help": "With --max_train_minutes: plan for this many seconds per step instead of timing the first "
+                          "steps, e.g. to replay on a GPU the plan of a CPU run (benchmarks/recipe_sweep.py)."},
+    )
     budget_calibration_steps: int = field(
         default=20,
         metadata={"help": "With --max_train_minutes: steps timed (after 3 untimed ones) before planning the run; "
@@ -86,6 +91,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             raise ValueError(f"--max_train_minutes must be positive, got {self.max_train_minutes}.")
         if self.learning_rate is not None and self.learning_rate <= 0:
             raise ValueError(f"--learning_rate must be positive, got {self.learning_rate}.")
+        if self.budget_seconds_per_step is not None and self.budget_seconds_per_step <= 0:
+            raise ValueError(f"--budget_seconds_per_step must be positive, got {self.budget_seconds_per_step}.")
         if self.budget_calibration_steps < 1:
             raise ValueError(f"--budget_calibration_steps must be >= 1, got {self.budget_calibration_steps}.")
         if self.budget_checkpoints is not None and self.budget_checkpoints < 1:
@@ -196,7 +203,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         self.time_budget = TimeBudget(
             args.max_train_minutes, self.budget_schedule, warmup=args.warmup_steps,
             average_last=args.budget_checkpoints or args.average_last_n_checkpoints, averaging_span=args.averaging_span,
-            calibration_steps=args.budget_calibration_steps,
+            calibration_steps=args.budget_calibration_steps, seconds_per_step=args.budget_seconds_per_step,
             log=_print_above_the_bar)
         self.add_callback(self.time_budget)
         if self.pop_callback(ProgressCallback) is not None:

@@ -4,6 +4,7 @@ Oracles: the dataset's own `*.lc.norm.tok.*` files (made with Moses' lowercase.p
 tokenizer.perl), lines copied from them into this file, and sacreBLEU called directly.
 """
 
+import logging
 import os
 
 import pytest
@@ -60,6 +61,18 @@ def test_literature_bleu_is_tokenised_bleu_against_the_lc_norm_tok_reference():
     assert expected < 100
     with pytest.raises(ValueError, match="2 translations for 5 references"):
         literature_bleu(raw[:2], tokenized, "de")
+
+
+def test_literature_bleu_does_not_warn_that_its_tokenised_text_looks_tokenised(caplog, capsys):
+    """sacreBLEU warns when 100 lines end in " ." (tokenised on purpose here): the warning would be wrong."""
+    raw, tokenized = zip(*DATASET_LINES)
+    raw, tokenized = list(raw) * 30, list(tokenized) * 30  # 150 lines, all ending in " ."
+    caplog.set_level(logging.WARNING)
+    sacrebleu.corpus_bleu(list(tokenized), [list(tokenized)], tokenize="none")  # sacreBLEU's own check fires...
+    assert "detokenize" in caplog.text + capsys.readouterr().err
+    caplog.clear()
+    assert literature_bleu(raw, tokenized, "de") == 100.0  # ... not in ours
+    assert "detokenize" not in caplog.text + capsys.readouterr().err
 
 
 def test_translation_scores_report_sacrebleu_with_its_signature_and_chrf():

@@ -138,7 +138,7 @@ def test_presets_set_the_paper_recipe_and_every_flag_overrides_them(tmp_path):
     data_args, model_args, args, explicit = parse_arguments([
         "--preset", "multi30k", *data, "--warmup_steps", "50", "--adam_beta2", "0.99", "--max_steps", "7",
         "--max_tokens", "999", "--label_smoothing_factor", "0", "--vocab_size", "123", "--d_model", "64",
-        "--learning_rate=0.5", "--output_dir", str(tmp_path), "--save_steps", "3", "--save_total_limit", "6"])
+        "--learning_rate=0.5", "--output_dir", str(tmp_path), "--save_steps", "3", "--save_total_limit", "12"])
     assert (args.warmup_steps, args.adam_beta2, args.max_steps, args.max_tokens) == (50, 0.99, 7, 999)
     assert (args.label_smoothing_factor, data_args.vocab_size, model_args.d_model) == (0, 123, 64)
     assert (args.learning_rate, args.output_dir, args.save_steps) == (0.5, str(tmp_path), 3)

@@ -69,7 +69,8 @@ def literature_bleu(predictions: Sequence[str], tokenized_references: Sequence[s
         raise ValueError(f"Got {len(predictions)} translations for {len(tokenized_references)} references.")
     hypotheses = moses_tokenize(predictions, lang)
     references = [line.strip() for line in tokenized_references]
-    return round(sacrebleu.corpus_bleu(hypotheses, [references], tokenize="none").score, 2)
+    # tokenised on purpose: force=True keeps sacreBLEU from warning that the data looks tokenised
+    return round(sacrebleu.corpus_bleu(hypotheses, [references], tokenize="none", force=True).score, 2)
 
 
 def decode_predictions(tokenizer, predictions, count: int) -> list[str]:

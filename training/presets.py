@@ -75,7 +75,7 @@ PRESETS: dict[str, Preset] = {
     # fewer or worse steps in 30 minutes. Without --max_train_minutes the same shape spans --max_steps.
     "multi30k": Preset(
         description="A small Transformer for Multi30k-sized data (29k sentence pairs) with a schedule for a time "
-                    "budget (--max_train_minutes): peak 0.0014 after 40 % of the steps, linear decay, average of "
+                    "budget (--max_train_minutes): peak 0.0014 after two fifths of the steps, linear decay, average of "
                     "the last 10 checkpoints; chosen on val (docs/train.md).",
         model=dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
                    decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024, dropout=0.1),

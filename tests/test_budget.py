@@ -128,21 +128,29 @@ class _Control:
     should_save = should_training_stop = False
 
 
-@pytest.mark.parametrize("seconds_per_step, planned_at", [(0.5, 3 + 20), (5.0, 3 + 3)])
-def test_timing_stops_early_when_it_would_take_more_than_a_tenth_of_the_budget(monkeypatch, seconds_per_step,
-                                                                                 planned_at):
-    """3 minutes: 23 steps of 0.5 s are timed (12 s, under the 18 s share); of 5 s steps only 3 are (the share is
-    used up by then), and the plan is made from them."""
+def _budget_on_a_clock(monkeypatch, minutes: float, **options):
+    """A TimeBudget of `minutes` (linear schedule, 10 checkpoints over the last 20 %) on a clock the test moves,
+    after on_train_begin. -> (clock, printed lines, schedule, callback, state, control)"""
     import training.budget as budget
 
     clock = [1000.0]
     monkeypatch.setattr(budget.time, "monotonic", lambda: clock[0])
     printed = []
     schedule = BudgetSchedule("linear", provisional_warmup=230)
-    callback = budget.TimeBudget(3, schedule, warmup=0.2, average_last=10, averaging_span=0.2,
-                                 calibration_steps=20, log=printed.append)
+    callback = budget.TimeBudget(minutes, schedule, average_last=10, averaging_span=0.2, log=printed.append,
+                                 **options)
     state, control = _State(), _Control()
     callback.on_train_begin(None, state, control)
+    return clock, printed, schedule, callback, state, control
+
+
+@pytest.mark.parametrize("seconds_per_step, planned_at", [(0.5, 3 + 20), (5.0, 3 + 3)])
+def test_timing_stops_early_when_it_would_take_more_than_a_tenth_of_the_budget(monkeypatch, seconds_per_step,
+                                                                                 planned_at):
+    """3 minutes: 23 steps of 0.5 s are timed (12 s, under the 18 s share); of 5 s steps only 3 are (the share is
+    used up by then), and the plan is made from them."""
+    clock, printed, schedule, callback, state, control = _budget_on_a_clock(
+        monkeypatch, 3, warmup=0.2, calibration_steps=20)
     while callback.plan is None:
         clock[0] += seconds_per_step
         state.global_step += 1
@@ -173,16 +181,8 @@ def test_the_plan_travels_with_the_schedulers_state():
 def test_a_given_step_time_plans_at_the_first_step_and_times_nothing(monkeypatch):
     """--budget_seconds_per_step: the plan is made before the first step from the given time (a CPU run's plan
     replayed elsewhere), the same arithmetic as a timed plan, printed once with "(given)"; the clock still stops."""
-    import training.budget as budget
-
-    clock = [500.0]
-    monkeypatch.setattr(budget.time, "monotonic", lambda: clock[0])
-    printed = []
-    schedule = BudgetSchedule("linear", provisional_warmup=230)
-    callback = budget.TimeBudget(30, schedule, warmup=0.4, average_last=10, averaging_span=0.2,
-                                 seconds_per_step=1.36, log=printed.append)
-    state, control = _State(), _Control()
-    callback.on_train_begin(None, state, control)
+    clock, printed, schedule, callback, state, control = _budget_on_a_clock(
+        monkeypatch, 30, warmup=0.4, seconds_per_step=1.36)
     expected = plan_budget(minutes=30, elapsed_seconds=0.0, steps_done=0, seconds_per_step=1.36, measured_steps=0,
                            warmup=0.4, schedule="linear", average_last=10, averaging_span=0.2)
     assert callback.plan == expected and state.max_steps == expected.total_steps == int(0.97 * 1800 / 1.36)

@@ -165,7 +165,7 @@ class TimeBudget(TrainerCallback):
         if self.schedule.total is not None:  # resumed: the plan came back with the scheduler's state
             state.max_steps = self.schedule.total
         elif self.seconds_per_step is not None:
-            self.make_plan(state, self.start, state.global_step, seconds_per_step=self.seconds_per_step)
+            self.make_plan(state, self.start, state.global_step, self.seconds_per_step, measured_steps=0)
 
     def on_step_end(self, args, state, control, **kwargs):
         now = time.monotonic()
@@ -174,7 +174,8 @@ class TimeBudget(TrainerCallback):
             if step == self.skip_steps:
                 self.timed_from = now
             elif self.timed_from is not None and self.calibrated(step, now):
-                self.make_plan(state, now, step)
+                measured = step - self.skip_steps
+                self.make_plan(state, now, step, (now - self.timed_from) / measured, measured)
             control.should_save = False
         else:
             checkpoints = self.schedule.checkpoint_steps or [self.schedule.total]
@@ -184,12 +185,10 @@ class TimeBudget(TrainerCallback):
             control.should_save = args.save_strategy != "no"
         return control
 
-    def make_plan(self, state, now: float, step: int, seconds_per_step: float | None = None) -> None:
-        measured = 0 if seconds_per_step is not None else step - self.skip_steps
+    def make_plan(self, state, now: float, step: int, seconds_per_step: float, measured_steps: int) -> None:
         self.plan = plan_budget(
-            minutes=self.minutes, elapsed_seconds=now - self.start, steps_done=step,
-            seconds_per_step=seconds_per_step or (now - self.timed_from) / measured, measured_steps=measured,
-            warmup=self.warmup,
+            minutes=self.minutes, elapsed_seconds=now - self.start, steps_done=step, seconds_per_step=seconds_per_step,
+            measured_steps=measured_steps, warmup=self.warmup,
             schedule=self.schedule.schedule, average_last=self.average_last, averaging_span=self.averaging_span)
         self.schedule.set_plan(self.plan)
         state.max_steps = self.plan.total_steps

@@ -118,3 +118,14 @@ def test_recipe_sweep_refuses_a_bad_configs_file_in_one_line(tmp_path):
     path.write_text("{not json")
     with pytest.raises(SystemExit, match="cannot read --configs"):
         read_configs(str(path))
+
+
+def test_recipe_sweep_names_missing_data_files_before_running_anything(tmp_path, capsys):
+    from benchmarks.recipe_sweep import main
+
+    (tmp_path / "train.en").write_text("a\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--data_dir", str(tmp_path), "--minutes", "30", "--configs", str(tmp_path / "none.json"),
+              "--output_dir", str(tmp_path / "out")])
+    assert exit_info.value.code == 2 and "lacks train.de, val.en, val.de" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

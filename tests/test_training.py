@@ -98,6 +98,72 @@ def test_token_batches_reject_bad_arguments():
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# The loss
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("epsilon", [0.1, 0.0, 0.3])
+@pytest.mark.parametrize("num_items", [None, 57, "tensor"])
+def test_label_smoothed_loss_and_gradient_equal_transformers_label_smoother(seed, epsilon, num_items):
+    from transformers.trainer_pt_utils import LabelSmoother
+
+    from training.trainer import LabelSmoothedCrossEntropy
+
+    generator = torch.Generator().manual_seed(seed)
+    logits = (3 * torch.randn(4, 9, 37, generator=generator, dtype=torch.float64)).requires_grad_()
+    labels = torch.randint(0, 37, (4, 9), generator=generator)
+    labels[0, 6:] = -100  # padded rows
+    labels[2, 3:] = -100
+    if num_items == "tensor":
+        num_items = torch.tensor(41)
+    oracle = LabelSmoother(epsilon=epsilon)({"logits": logits}, labels, num_items_in_batch=num_items)
+    (oracle_gradient,) = torch.autograd.grad(oracle, logits)
+    ours = LabelSmoothedCrossEntropy(epsilon=epsilon)({"logits": logits}, labels, num_items_in_batch=num_items)
+    (our_gradient,) = torch.autograd.grad(ours, logits)
+    # LabelSmoother sums the smoothing term in float32 whatever the logits are: agreement to float32 rounding
+    assert ours.item() == pytest.approx(oracle.item(), rel=1e-6)
+    torch.testing.assert_close(our_gradient, oracle_gradient, rtol=1e-5, atol=1e-8)
+    assert our_gradient[0, 6:].abs().max() == 0 and our_gradient[2, 3:].abs().max() == 0  # no loss on padding
+
+
+def test_label_smoothed_loss_of_half_precision_logits_is_computed_in_float32():
+    from transformers.trainer_pt_utils import LabelSmoother
+
+    from training.trainer import LabelSmoothedCrossEntropy
+
+    generator = torch.Generator().manual_seed(3)
+    logits = (4 * torch.randn(3, 5, 50, generator=generator)).to(torch.bfloat16)
+    labels = torch.randint(0, 50, (3, 5), generator=generator)
+    ours = LabelSmoothedCrossEntropy(epsilon=0.1)({"logits": logits}, labels)
+    assert ours.dtype == torch.float32
+    oracle = LabelSmoother(epsilon=0.1)({"logits": logits.float()}, labels)
+    assert ours.item() == pytest.approx(oracle.item(), rel=1e-6)
+
+
+def test_trainer_loss_is_the_label_smoothed_loss_of_the_model_outputs(tmp_path):
+    from transformers.trainer_pt_utils import LabelSmoother
+
+    from helpers import random_batch, tiny_model
+    from training.trainer import LabelSmoothedCrossEntropy, TranslationTrainer, TranslationTrainingArguments
+
+    model = tiny_model(4)
+    args = TranslationTrainingArguments(output_dir=str(tmp_path), label_smoothing_factor=0.2, learning_rate=1e-3,
+                                        report_to="none")
+    trainer = TranslationTrainer(model=model, args=args)
+    assert trainer.compute_loss_func == LabelSmoothedCrossEntropy(epsilon=0.2)
+    input_ids, attention_mask = random_batch(4)
+    labels, _ = random_batch(5, length=6)
+    labels[1, 4:] = -100
+    decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels)  # as the data collator gives them
+    inputs = dict(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+                  labels=labels)
+    loss = trainer.compute_loss(model, dict(inputs), num_items_in_batch=torch.tensor(13))
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).logits
+    expected = LabelSmoother(epsilon=0.2)({"logits": logits}, labels, num_items_in_batch=13)
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Presets and the paper's schedule
 
 
@@ -112,6 +178,38 @@ def test_trainer_inverse_sqrt_schedule_is_equation_3():
         for step in [1, warmup // 3, warmup - 1, warmup, warmup + 1, 3 * warmup, 25 * warmup]:
             expected = d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
             assert peak * scheduler.lr_lambdas[0](step) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("preset", ["base", "multi30k"])
+def test_preset_optimizer_makes_the_updates_of_adam_written_out(tmp_path, preset):
+    from helpers import tiny_model
+    from training.trainer import TranslationTrainer
+
+    data = ["--train_source", "a.en", "--train_target", "a.de", "--output_dir", str(tmp_path)]
+    _, _, args, _ = parse_arguments(["--preset", preset, "--learning_rate", "0.01", *data])
+    model = tiny_model(2)
+    trainer = TranslationTrainer(model=model, args=args)
+    optimizer = trainer.create_optimizer()
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    start = [p.detach().clone() for p in parameters]
+    beta1, beta2, eps, lr = 0.9, 0.98, 1e-9, 0.01
+    m = [torch.zeros_like(p) for p in parameters]
+    v = [torch.zeros_like(p) for p in parameters]
+    expected = [p.clone() for p in start]
+    generator = torch.Generator().manual_seed(7)
+    for step in (1, 2, 3):  # Kingma & Ba's Algorithm 1
+        gradients = [torch.randn(p.shape, generator=generator) * 10.0**step for p in parameters]
+        for p, g in zip(parameters, gradients):
+            p.grad = g.clone()
+        optimizer.step()
+        for i, g in enumerate(gradients):
+            m[i] = beta1 * m[i] + (1 - beta1) * g
+            v[i] = beta2 * v[i] + (1 - beta2) * g * g
+            m_hat, v_hat = m[i] / (1 - beta1**step), v[i] / (1 - beta2**step)
+            expected[i] = expected[i] - lr * m_hat / (v_hat.sqrt() + eps)
+    for p, e, s0 in zip(parameters, expected, start):
+        torch.testing.assert_close(p.detach(), e, rtol=1e-5, atol=1e-6)
+        assert not torch.equal(p.detach(), s0)
 
 
 def test_presets_set_the_paper_recipe_and_every_flag_overrides_them(tmp_path):
@@ -132,7 +230,7 @@ def test_presets_set_the_paper_recipe_and_every_flag_overrides_them(tmp_path):
     data_args, model_args, args, explicit = parse_arguments(["--preset", "multi30k", *data])
     assert (args.adam_beta1, args.adam_beta2, args.adam_epsilon, args.label_smoothing_factor) == (0.9, 0.98, 1e-9, 0.1)
     assert (args.lr_scheduler_type, args.learning_rate, args.warmup_steps) == ("linear", 0.0014, 0.4)
-    assert (args.average_last_n_checkpoints, args.averaging_span, args.max_tokens) == (10, 0.2, 2048)
+    assert (args.average_last_n_checkpoints, args.averaging_span, args.max_tokens) == (2, 0.02, 2048)
     assert data_args.vocab_size == 8000 and args.output_dir == os.path.join("outputs", "multi30k")
 
     data_args, model_args, args, explicit = parse_arguments([

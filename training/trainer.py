@@ -16,14 +16,47 @@ import shutil
 import time
 from dataclasses import dataclass, field
 
+import torch
+import torch.nn.functional as F
 from torch.optim.lr_scheduler import LambdaLR
 from torch.utils.data import DataLoader, SequentialSampler
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
 from transformers.trainer_callback import ProgressCallback
-from transformers.trainer_pt_utils import LabelSmoother
 
 from .batching import TokenBudgetBatchSampler
 from .budget import PLACEHOLDER_MAX_STEPS, BudgetSchedule, MinutesProgressBar, TimeBudget
+
+
+@dataclass
+class LabelSmoothedCrossEntropy:
+    """The loss of transformers' `LabelSmoother` computed by `torch.nn.functional.cross_entropy(label_smoothing=)`.
+
+    Per target token (1 - epsilon) * -log p(label) + epsilon * mean over the vocabulary of -log p, summed over the
+    tokens whose label is not `ignore_index` and divided by `num_items_in_batch` (the Trainer's count of target tokens
+    in the whole optimizer step) or else by the tokens of this batch. `LabelSmoother` computes the same number
+    through a negated copy of the log-probabilities, a gather and a masked fill over the (tokens x vocabulary)
+    tensor; torch's single op does it in one pass and its backward in one more: 0.16 s where `LabelSmoother` takes
+    0.22-0.26 s for a 2,048-token batch over an 8,000-word vocabulary, forward and backward on 2 CPU cores (~6 % of a
+    `multi30k` training step). Equal to `LabelSmoother` up to float rounding (tests/test_training.py).
+    """
+
+    epsilon: float = 0.1
+    ignore_index: int = -100
+
+    def __call__(self, model_output, labels, shift_labels=False, num_items_in_batch=None):
+        logits = model_output["logits"] if isinstance(model_output, dict) else model_output[0]
+        if shift_labels:
+            logits = logits[..., :-1, :]
+            labels = labels[..., 1:]
+        token_losses = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                       ignore_index=self.ignore_index, label_smoothing=self.epsilon, reduction="sum")
+        if num_items_in_batch is None:
+            denominator = labels.ne(self.ignore_index).sum().clamp(min=1)
+        elif torch.is_tensor(num_items_in_batch):
+            denominator = num_items_in_batch.to(token_losses.device)  # the count may be on another device
+        else:
+            denominator = num_items_in_batch
+        return token_losses / denominator
 
 
 @dataclass
@@ -156,7 +189,7 @@ def _print_above_the_bar(line: str) -> None:
 class TranslationTrainer(Seq2SeqTrainer):
     """`Seq2SeqTrainer` with token-budget training batches and the package's model card.
 
-    Loss: label-smoothed cross-entropy (`LabelSmoother`, epsilon = `label_smoothing_factor`, 0 for none) given to the
+    Loss: label-smoothed cross-entropy (`LabelSmoothedCrossEntropy`, epsilon = `label_smoothing_factor`, 0 for none) given to the
     Trainer as `compute_loss_func`. The Trainer then passes it `num_items_in_batch`, the number of target tokens in
     the whole optimizer step across gradient accumulation and processes, and it divides the summed token losses by
     that: batches of different sizes weigh by their tokens, and N processes compute the same gradient as one
@@ -166,7 +199,7 @@ class TranslationTrainer(Seq2SeqTrainer):
     def __init__(self, *args, run_state=None, **kwargs):
         training_args = kwargs.get("args", args[1] if len(args) > 1 else None)
         if kwargs.get("compute_loss_func") is None and training_args is not None:
-            kwargs["compute_loss_func"] = LabelSmoother(epsilon=training_args.label_smoothing_factor)
+            kwargs["compute_loss_func"] = LabelSmoothedCrossEntropy(epsilon=training_args.label_smoothing_factor)
         super().__init__(*args, **kwargs)
         if self.args.learning_rate is None:
             raise ValueError("TranslationTrainingArguments.learning_rate is None: give a learning rate (training.train "

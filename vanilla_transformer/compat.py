@@ -19,10 +19,10 @@ import transformers
 
 # ----------------------------------------------------------------------------------------------------------------
 # The supported range. CI runs the oldest and the newest; pyproject.toml declares the same range. Older 5.x releases
-# lack what we rely on: the dataclass `PreTrainedConfig` the configuration's fields are written for (5.4),
-# `LabelSmoother` taking `num_items_in_batch` (5.15; training's loss) and beam search over a target vocabulary that
-# differs from `vocab_size` (5.18; converted FSMT checkpoints). Checked on import, so that `import vanilla_transformer`
-# and a `trust_remote_code` load of a saved folder alike stop with one line.
+# lack what we rely on: the dataclass `PreTrainedConfig` the configuration's fields are written for (5.4) and beam
+# search over a target vocabulary that differs from `vocab_size` (5.18; converted FSMT checkpoints). Checked on
+# import, so that `import vanilla_transformer` and a `trust_remote_code` load of a saved folder alike stop with one
+# line.
 SUPPORTED_TRANSFORMERS = ((5, 18), (6, 0))  # >= 5.18, < 6
 
 

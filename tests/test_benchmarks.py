@@ -129,3 +129,27 @@ def test_recipe_sweep_names_missing_data_files_before_running_anything(tmp_path,
               "--output_dir", str(tmp_path / "out")])
     assert exit_info.value.code == 2 and "lacks train.de, val.en, val.de" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_training_step_benchmark_times_both_variants_and_writes_its_section(tmp_path):
+    from benchmarks.training_step import SECTION, main
+
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\n## Speed: other\n\nkept\n")
+    main(["--preset", "demo", "--steps", "2", "--max_tokens", "64", "--write", "--results", str(results)])
+    text = results.read_text()
+    assert text.startswith("# Benchmark results\n\n## Speed: other\n\nkept\n\n" + SECTION)
+    rows = [line for line in text.splitlines() if line.startswith("| Trainer defaults") or line.startswith("| ours")]
+    assert len(rows) == 2
+    defaults, ours = (float(row.split("|")[2]) for row in rows)
+    assert defaults > 0 and ours > 0
+    assert float(rows[1].split("|")[3].strip().rstrip("x")) == pytest.approx(defaults / ours, rel=0.1, abs=0.01)
+
+
+def test_training_step_benchmark_refuses_bad_counts_in_one_line(capsys):
+    from benchmarks.training_step import main
+
+    for option, value in (("--steps", "0"), ("--max_tokens", "-5")):
+        with pytest.raises(SystemExit):
+            main([option, value])
+        assert f"{option} must be at least 1, got {value}" in capsys.readouterr().err

@@ -222,3 +222,91 @@ def test_a_step_time_must_be_positive(value, capsys):
     with pytest.raises(SystemExit):
         parse_arguments(["--max_train_minutes", "1", "--budget_seconds_per_step", value])
     assert f"--budget_seconds_per_step must be positive, got {float(value)}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["linear", "cosine", "inverse_sqrt", "constant_with_warmup"])
+@pytest.mark.parametrize("replan_at, new_total", [(120, 700), (120, 1400), (600, 750), (600, 1300)])
+def test_a_replan_goes_on_from_the_current_learning_rate_to_the_new_end(kind, replan_at, new_total):
+    """Planned at step 23 for 1,000 steps (warmup 400); re-planned during the warmup (step 120) or the decay (600)
+    for fewer or more steps: no jump, the peak at the new warmup's end (a re-plan during the warmup), then the
+    decay to 0 at the new end. (The Trainer asks the schedule only for the rate of the next step.)"""
+    schedule = BudgetSchedule(kind, provisional_warmup=230)
+    first = plan_budget(minutes=30, elapsed_seconds=20.0, steps_done=23, seconds_per_step=1.75, measured_steps=20,
+                        warmup=0.4, schedule=kind, average_last=2, averaging_span=0.02)
+    schedule.set_plan(first)
+    before = [schedule(step) for step in range(replan_at + 1)]
+    seconds = (1800 - replan_at * 1.75) * 0.97 / (new_total - replan_at)
+    second = plan_budget(minutes=30, elapsed_seconds=replan_at * 1.75, steps_done=replan_at, seconds_per_step=seconds,
+                         measured_steps=97, warmup=0.4, schedule=kind, average_last=2, averaging_span=0.02)
+    assert abs(second.total_steps - new_total) <= 1
+    schedule.set_plan(second)
+    values = before + [schedule(step) for step in range(replan_at + 1, second.total_steps + 1)]
+    assert schedule(replan_at) == before[-1]  # the new plan starts from the rate of the step it is made at
+    assert max(abs(b - a) for a, b in zip(values, values[1:])) < 0.01  # no jump at the re-plan
+    assert schedule.total == second.total_steps and schedule.checkpoint_steps == second.checkpoint_steps
+    if replan_at < first.warmup_steps:
+        assert schedule.warmup == second.warmup_steps == round(0.4 * second.total_steps)
+        assert values[schedule.warmup] == pytest.approx(1.0) and max(values) == pytest.approx(1.0)
+    else:
+        assert schedule.warmup == first.warmup_steps  # the warmup that was
+    after = values[max(schedule.warmup, replan_at):]
+    assert all(b <= a + 1e-12 for a, b in zip(after, after[1:]))
+    if kind in ("linear", "cosine"):
+        assert values[-1] == pytest.approx(0.0, abs=1e-12) and values[-2] > 0
+
+
+def test_a_machine_that_slows_down_is_replanned_so_the_run_still_ends_its_decay_in_the_budget(monkeypatch):
+    """30 minutes; the first steps take 0.87 s, then every step 1.15 s (as the development machine did): the plan
+    for 2,005 steps is re-planned from the slower steps after a tenth of the budget, and again only if the speed
+    changes again; the new plan ends in the budget with its checkpoints at its end, and the learning rate runs on
+    from where it was; once the checkpoints to average begin, the plan stays."""
+    clock, printed, schedule, callback, state, control = _budget_on_a_clock(monkeypatch, 30, warmup=0.4)
+    args = type("Args", (), {"save_strategy": "steps"})()
+    rates = []
+    while not control.should_training_stop and state.global_step < state.max_steps:
+        clock[0] += 0.87 if state.global_step < 23 else 1.15
+        state.global_step += 1
+        rates.append(schedule(state.global_step))
+        callback.on_step_end(args, state, control)
+        if state.global_step == 23:
+            assert state.max_steps == 23 + int(0.97 * (1800 - 23 * 0.87) / 0.87) and len(printed) == 1
+    assert len(printed) == 2 and "re-planned at step" in printed[1] and "1.150 s/step" in printed[1]
+    step = int(callback.replans[0].split("step ")[1].split(":")[0].replace(",", ""))
+    elapsed = 23 * 0.87 + (step - 23) * 1.15
+    assert 180 <= elapsed - 23 * 0.87 < 181.2  # after a tenth of the budget
+    assert callback.plan.total_steps == step + int(0.97 * (1800 - elapsed) / 1.15)
+    assert state.global_step == callback.plan.total_steps and not control.should_training_stop  # ends in time
+    assert 23 * 0.87 + (state.global_step - 23) * 1.15 < 1800
+    assert callback.plan.checkpoint_steps[-1] == callback.plan.total_steps and "re-planned" in callback.plan.note
+    assert max(abs(b - a) for a, b in zip(rates[30:], rates[31:])) < 0.01 and rates[-1] == pytest.approx(0.0)
+
+
+def test_no_replan_once_the_checkpoints_to_average_begin_or_where_the_speed_holds(monkeypatch):
+    clock, printed, schedule, callback, state, control = _budget_on_a_clock(monkeypatch, 30, warmup=0.4)
+    args = type("Args", (), {"save_strategy": "steps"})()
+    while state.global_step < state.max_steps and not control.should_training_stop:
+        first_checkpoint = min(schedule.checkpoint_steps or [10**9])
+        clock[0] += 1.0 if state.global_step < first_checkpoint else 3.0  # slows down only in the averaging window
+        state.global_step += 1
+        callback.on_step_end(args, state, control)
+    assert len(printed) == 1 and callback.replans == []  # a steady speed, then a late slowdown: one plan
+    assert control.should_training_stop  # the clock ended the run before the plan did, and saved a checkpoint
+    assert control.should_save
+
+
+def test_every_process_of_a_distributed_run_reads_the_clock_of_process_0(monkeypatch):
+    import torch.distributed as dist
+
+    import training.budget as budget
+
+    monkeypatch.setattr(budget.time, "monotonic", lambda: 1010.0)
+    assert budget.elapsed_on_the_main_process(1000.0) == 10.0  # one process: its own clock
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+
+    def broadcast_from_process_0(objects, src):  # what process 0 had measured
+        assert src == 0
+        objects[0] = 7.5
+
+    monkeypatch.setattr(dist, "broadcast_object_list", broadcast_from_process_0)
+    assert budget.elapsed_on_the_main_process(1000.0) == 7.5

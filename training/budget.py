@@ -6,8 +6,9 @@ budget (`--lr_scheduler_type` linear, cosine, inverse_sqrt or constant_with_warm
 checkpoints to average are saved (`--average_last_n_checkpoints` of them, spread over the last `--averaging_span` of
 the run, the last one at the last step). `TimeBudget`, a TrainerCallback, does the timing, prints the plan once,
 sets the Trainer's `state.max_steps` and decides the saves; `BudgetSchedule` is the learning-rate multiplier the
-Trainer's LambdaLR follows. If the machine slows down and the clock runs out first, training stops there and saves
-a checkpoint (the averaged checkpoints are then the last ones saved).
+Trainer's LambdaLR follows. The run keeps timing its steps and re-plans the rest when the machine's speed drifts
+(until the first checkpoint to average); if the clock still runs out first, training stops there and saves a
+checkpoint (the averaged checkpoints are then the last ones saved).
 
 Why the plan matters: the paper's schedule is made for 100k steps; a 30-minute CPU run makes ~2,000, so with the
 paper's warmup it would spend most of its budget warming up and average checkpoints from the steep part of the
@@ -96,7 +97,10 @@ class BudgetSchedule:
 
     Before the plan: a linear ramp over `provisional_warmup` steps. After it (planned at step c with warmup W and
     T steps): linear from the value at c to 1 at W, then the chosen decay: linear to 0 at T, cosine to 0 at T,
-    the paper's sqrt(W / step), or constant. A callable object, so LambdaLR's state_dict saves the plan with each
+    the paper's sqrt(W / step), or constant. A re-plan at step c (`TimeBudget` re-times the steps as the run goes)
+    starts from the value the old plan gives at c, so the learning rate never jumps: during the warmup it rises from
+    there to 1 at the new W; after it, it decays from there to 0 at the new T (linear or cosine; the paper's decay
+    and the constant do not depend on T). A callable object, so LambdaLR's state_dict saves the plan with each
     checkpoint and a resumed run follows it.
     """
 
@@ -107,26 +111,54 @@ class BudgetSchedule:
         self.provisional_warmup = max(int(provisional_warmup), 1)
         self.planned_at = self.warmup = self.total = None
         self.checkpoint_steps: list[int] | None = None  # saved with the plan, so a resumed run saves the same ones
+        self.start_value = None  # the multiplier at planned_at (None: the provisional ramp's)
+        self.decay_from, self.decay_value = None, 1.0  # the decay starts at this step from this value (None: warmup)
 
     def set_plan(self, plan: BudgetPlan) -> None:
-        self.planned_at, self.warmup, self.total = plan.planned_at_step, plan.warmup_steps, plan.total_steps
+        step = plan.planned_at_step
+        if self.total is not None and step >= self.warmup:  # a re-plan after the warmup: decay from here
+            self.decay_from, self.decay_value = step, self(step)
+            self.start_value = self.decay_value
+        else:  # the first plan, or a re-plan during the warmup: rise from here to 1 at the new warmup's end
+            self.start_value = None if self.total is None else self(step)
+            self.warmup, self.decay_from, self.decay_value = plan.warmup_steps, None, 1.0
+        self.planned_at, self.total = step, plan.total_steps
         self.checkpoint_steps = list(plan.checkpoint_steps)
 
     def __call__(self, step: int) -> float:
         ramp = min(step / self.provisional_warmup, 1.0)
-        if self.total is None or step <= self.planned_at:
+        if self.total is None:
             return ramp
+        if step <= self.planned_at:
+            return ramp if self.start_value is None else self.start_value
         if step < self.warmup:
-            start = min(self.planned_at / self.provisional_warmup, 1.0)
+            start = min(self.planned_at / self.provisional_warmup, 1.0) if self.start_value is None else self.start_value
             return start + (1.0 - start) * (step - self.planned_at) / (self.warmup - self.planned_at)
-        progress = min((step - self.warmup) / max(self.total - self.warmup, 1), 1.0)
+        decay_from = self.warmup if self.decay_from is None else self.decay_from
+        progress = min((step - decay_from) / max(self.total - decay_from, 1), 1.0)
         if self.schedule == "linear":
-            return 1.0 - progress
+            return self.decay_value * (1.0 - progress)
         if self.schedule == "cosine":
-            return 0.5 * (1.0 + math.cos(math.pi * progress))
+            return self.decay_value * 0.5 * (1.0 + math.cos(math.pi * progress))
         if self.schedule == "inverse_sqrt":
             return math.sqrt(self.warmup / max(step, 1))
         return 1.0  # constant_with_warmup
+
+
+def elapsed_on_the_main_process(start: float) -> float:
+    """Seconds since `start` by the clock of process 0: every process of a distributed run decides from the same
+    number (when to plan, what, when to stop), so that none stops a step before the others and leaves them waiting.
+    One process: this process's clock."""
+    elapsed = time.monotonic() - start
+    try:
+        import torch.distributed as dist
+    except ImportError:  # pragma: no cover - torch without distributed support
+        return elapsed
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        shared = [elapsed]
+        dist.broadcast_object_list(shared, src=0)
+        elapsed = shared[0]
+    return elapsed
 
 
 class TimeBudget(TrainerCallback):
@@ -135,65 +167,107 @@ class TimeBudget(TrainerCallback):
 
     On a slow machine or a short budget the timing stops earlier, once it has used `calibration_share` of the budget
     and timed at least `min_calibration_steps` steps, so that most of the budget follows the plan.
+
+    A machine's speed drifts (other jobs, thermal limits, a shared host: 0.87 s per step over the first 20 steps
+    and 1.15 s a few minutes later on the development machine), and a plan made from the first steps then runs out
+    of time before its learning rate has decayed and before its checkpoints to average are saved. So the run keeps
+    timing: every `replan_share` of the budget it re-plans the rest from the step time since the last timing, if
+    that differs from the plan's by more than `replan_tolerance`; the learning rate goes on from where it is
+    (`BudgetSchedule.set_plan`). Once the first checkpoint to average is reached the plan stays. A plan made from a
+    given `seconds_per_step` is never re-planned.
     """
 
     def __init__(self, minutes: float, schedule: BudgetSchedule, *, warmup: float, average_last: int,
                  averaging_span: float, calibration_steps: int = 20, skip_steps: int = 3,
                  calibration_share: float = 0.1, min_calibration_steps: int = 3,
-                 seconds_per_step: float | None = None, log=print):
+                 seconds_per_step: float | None = None, replan_share: float = 0.1, replan_tolerance: float = 0.03,
+                 log=print, clock=elapsed_on_the_main_process):
         self.minutes, self.schedule, self.warmup = minutes, schedule, warmup
         self.average_last, self.averaging_span = average_last, averaging_span
         self.calibration_steps, self.skip_steps, self.log = calibration_steps, skip_steps, log
         self.calibration_share = calibration_share
         self.seconds_per_step = seconds_per_step  # given: plan at the first step from it, time nothing
         self.min_calibration_steps = min(min_calibration_steps, calibration_steps)
+        self.replan_share, self.replan_tolerance = replan_share, replan_tolerance
+        self.clock = clock  # seconds since the start given to it
         self.start = self.timed_from = None
+        self.retimed_from = None  # (elapsed seconds, step) where the timing for the next re-plan began
         self.plan: BudgetPlan | None = None
+        self.replans: list[str] = []
 
     @property
     def plan_step(self) -> int:
         return self.skip_steps + self.calibration_steps
 
-    def calibrated(self, step: int, now: float) -> bool:
+    def calibrated(self, step: int, elapsed: float) -> bool:
         """Enough steps timed: all `calibration_steps`, or a few once the timing used its share of the budget."""
         timed = step - self.skip_steps
         return timed >= self.calibration_steps or (
-            timed >= self.min_calibration_steps and now - self.start >= self.calibration_share * 60.0 * self.minutes)
+            timed >= self.min_calibration_steps and elapsed >= self.calibration_share * 60.0 * self.minutes)
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.start = time.monotonic()
         if self.schedule.total is not None:  # resumed: the plan came back with the scheduler's state
             state.max_steps = self.schedule.total
         elif self.seconds_per_step is not None:
-            self.make_plan(state, self.start, state.global_step, self.seconds_per_step, measured_steps=0)
+            self.make_plan(state, 0.0, state.global_step, self.seconds_per_step, measured_steps=0)
 
     def on_step_end(self, args, state, control, **kwargs):
-        now = time.monotonic()
+        elapsed = self.clock(self.start)
         step = state.global_step
         if self.schedule.total is None:
             if step == self.skip_steps:
-                self.timed_from = now
-            elif self.timed_from is not None and self.calibrated(step, now):
+                self.timed_from = elapsed
+            elif self.timed_from is not None and self.calibrated(step, elapsed):
                 measured = step - self.skip_steps
-                self.make_plan(state, now, step, (now - self.timed_from) / measured, measured)
+                self.make_plan(state, elapsed, step, (elapsed - self.timed_from) / measured, measured)
+                self.retimed_from = (elapsed, step)
             control.should_save = False
         else:
+            if self.retimed_from is not None:
+                self.maybe_replan(state, elapsed, step)
             checkpoints = self.schedule.checkpoint_steps or [self.schedule.total]
             control.should_save = step in checkpoints or step >= state.max_steps
-        if now - self.start >= 60.0 * self.minutes:
+        if elapsed >= 60.0 * self.minutes:
             control.should_training_stop = True
             control.should_save = args.save_strategy != "no"
         return control
 
-    def make_plan(self, state, now: float, step: int, seconds_per_step: float, measured_steps: int) -> None:
-        self.plan = plan_budget(
-            minutes=self.minutes, elapsed_seconds=now - self.start, steps_done=step, seconds_per_step=seconds_per_step,
-            measured_steps=measured_steps, warmup=self.warmup,
-            schedule=self.schedule.schedule, average_last=self.average_last, averaging_span=self.averaging_span)
+    def make_plan(self, state, elapsed: float, step: int, seconds_per_step: float, measured_steps: int) -> None:
+        self.plan = self.plan_from(elapsed, step, seconds_per_step, measured_steps)
         self.schedule.set_plan(self.plan)
         state.max_steps = self.plan.total_steps
         if state.is_world_process_zero:
             self.log("Time budget: " + self.plan.describe())
+
+    def plan_from(self, elapsed: float, step: int, seconds_per_step: float, measured_steps: int) -> BudgetPlan:
+        return plan_budget(
+            minutes=self.minutes, elapsed_seconds=elapsed, steps_done=step, seconds_per_step=seconds_per_step,
+            measured_steps=measured_steps, warmup=self.warmup,
+            schedule=self.schedule.schedule, average_last=self.average_last, averaging_span=self.averaging_span)
+
+    def maybe_replan(self, state, elapsed: float, step: int) -> None:
+        """Re-plan the rest of the budget from the step time since the last plan (see the class docstring)."""
+        since, since_step = self.retimed_from
+        if step >= min(self.schedule.checkpoint_steps or [self.schedule.total]):
+            self.retimed_from = None  # the averaging window has begun: the plan stays
+            return
+        if elapsed - since < self.replan_share * 60.0 * self.minutes or step <= since_step:
+            return
+        self.retimed_from = (elapsed, step)
+        seconds_per_step = (elapsed - since) / (step - since_step)
+        if abs(seconds_per_step / self.plan.seconds_per_step - 1.0) <= self.replan_tolerance:
+            return  # the speed holds: the plan stands
+        plan = self.plan_from(elapsed, step, seconds_per_step, step - since_step)
+        before = self.schedule.total
+        self.schedule.set_plan(plan)
+        plan.warmup_steps = self.schedule.warmup  # a re-plan after the warmup keeps the warmup that was
+        self.replans.append(f"re-planned at step {step:,}: {before:,} -> {plan.total_steps:,} steps")
+        plan.note = "; ".join(filter(None, [plan.note, *self.replans]))
+        self.plan = plan
+        state.max_steps = plan.total_steps
+        if state.is_world_process_zero:
+            self.log("Time budget: " + plan.describe())
 
 
 class MinutesProgressBar(ProgressCallback):

@@ -24,7 +24,13 @@ from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallba
 from transformers.trainer_callback import ProgressCallback
 
 from .batching import TokenBudgetBatchSampler
-from .budget import PLACEHOLDER_MAX_STEPS, BudgetSchedule, MinutesProgressBar, TimeBudget
+from .budget import (
+    PLACEHOLDER_MAX_STEPS,
+    BudgetSchedule,
+    MinutesProgressBar,
+    TimeBudget,
+    elapsed_on_the_main_process,
+)
 
 
 @dataclass
@@ -170,7 +176,8 @@ class TimeLimit(TrainerCallback):
         self.start = time.monotonic()
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.start is not None and time.monotonic() - self.start >= self.seconds:
+        # process 0's clock on every process, so that all stop at the same step
+        if self.start is not None and elapsed_on_the_main_process(self.start) >= self.seconds:
             control.should_training_stop = True
             control.should_save = args.save_strategy != "no"
         return control

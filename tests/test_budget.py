@@ -69,7 +69,9 @@ def test_a_tiny_budget_warms_up_decays_and_averages_checkpoints_from_the_end_of_
                "averaging_span": 0.3, "save_total_limit": 4, "logging_steps": 1, "output_dir": str(out)}
     metrics = train_main([item for k, v in options.items() for item in (f"--{k}", str(v))])
     printed = capsys.readouterr().out
-    assert printed.count("Time budget: 0.25 min budget:") == 1  # the plan, printed once
+    plans = [line for line in printed.splitlines() if line.startswith("Time budget: 0.25 min budget:")]
+    # the plan, printed once; then once per re-plan, if this machine's speed drifted
+    assert plans and "re-planned" not in plans[0] and all("re-planned at step" in line for line in plans[1:])
 
     plan = metrics["time_budget"]
     total, warmup = plan["total_steps"], plan["warmup_steps"]
@@ -85,7 +87,9 @@ def test_a_tiny_budget_warms_up_decays_and_averages_checkpoints_from_the_end_of_
     decay = [lr[s] for s in sorted(lr) if s >= warmup]
     assert len(decay) > 3 and all(b < a for a, b in zip(decay, decay[1:]))  # ... and the learning rate decays
     if steps_made == total:  # the planned end (a much slower machine stops earlier, on the clock)
-        assert lr[total - 1] == pytest.approx(0.003 / (total - warmup), rel=1e-6)  # linear to 0 at the end
+        assert lr[total - 2] == pytest.approx(2 * lr[total - 1], rel=1e-6)  # linear to 0 at the end
+        if len(plans) == 1:
+            assert lr[total - 1] == pytest.approx(0.003 / (total - warmup), rel=1e-6)
 
     averaged = sorted(int(name.split("-")[1]) for name in os.listdir(out) if name.startswith("checkpoint-"))
     assert averaged == plan["checkpoint_steps"][-len(averaged):] or averaged[-1] == steps_made

@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     nan = float("nan")
     planned = (f"{plan['total_steps']:,} steps expected at {plan['seconds_per_step']:.3f} s/step (timed over "
                f"{plan['measured_steps']}), warmup {plan['warmup_steps']:,}, {plan['schedule']} decay to 0"
+               + (f" ({plan['note']})" if plan.get("note") else "")
                if plan else "none (the budget ran out before the plan)")
     text = f"""{SECTION}
 

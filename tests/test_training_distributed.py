@@ -9,6 +9,7 @@ floating-point summation order.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -69,3 +70,41 @@ def test_two_cpu_processes_train_like_one_process_with_the_same_global_batch(tmp
     one_weights, two_weights = load_file(tmp_path / "one" / "model.safetensors"), load_file(two / "model.safetensors")
     for name in one_weights:
         torch.testing.assert_close(two_weights[name], one_weights[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_a_time_budget_on_two_processes_whose_clocks_disagree_stops_both_at_the_same_step(tmp_path):
+    """Fault injection: process 1's clock runs 1.6x fast (a sitecustomize patches its time.monotonic). Each process
+    reading its own clock would plan a different run and stop at a different step, leaving the other waiting in the
+    next all-reduce; with process 0's clock they plan alike and finish the same step."""
+    skew = tmp_path / "skew"
+    skew.mkdir()
+    (skew / "sitecustomize.py").write_text(
+        "import os, time\n"
+        "if os.environ.get('LOCAL_RANK') == '1':\n"
+        "    _real = time.monotonic\n"
+        "    _start = _real()\n"
+        "    time.monotonic = lambda: _start + 1.6 * (_real() - _start)\n"
+    )
+    assert COMMON[:4] == ["--max_steps", "3", "--save_steps", "3"]
+    options = COMMON[4:]  # no --max_steps: the budget sizes the run
+    out = tmp_path / "budget"
+    launched = subprocess.Popen(
+        [*LAUNCHERS["torchrun"], "-m", "training.train", "--output_dir", str(out), *options,
+         "--max_train_minutes", "0.25", "--budget_calibration_steps", "5", "--average_last_n_checkpoints", "2"],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(skew), REPO_ROOT])},
+    )
+    try:
+        stdout, stderr = launched.communicate(timeout=240)
+    except subprocess.TimeoutExpired:  # one process waits for the other forever: end both, and fail
+        os.killpg(launched.pid, signal.SIGKILL)
+        stdout, stderr = launched.communicate()
+        pytest.fail("the two processes did not finish (one waited for the other): " + stdout[-2000:])
+    assert launched.returncode == 0, stderr[-3000:]
+    finished = sorted(line.split("Finished training on ")[1] for line in stdout.splitlines()
+                      if "Finished training on rank" in line)
+    assert len(finished) == 2, stdout[-2000:]
+    steps = {line.split("(step ")[1].rstrip(")") for line in finished}
+    assert len(steps) == 1, finished  # both processes stopped at the same step
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert str(state["global_step"]) in steps and state["global_step"] > 5

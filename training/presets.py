@@ -88,7 +88,7 @@ PRESETS: dict[str, Preset] = {
         data=dict(vocab_size=8000, max_source_length=128, max_target_length=128),
         training=dict(max_tokens=2048, max_steps=20000, learning_rate=0.0014, lr_scheduler_type="linear",
                       warmup_steps=0.4, average_last_n_checkpoints=2, averaging_span=0.02, logging_steps=100,
-                      save_steps=500, save_total_limit=2, eval_strategy="no", per_device_eval_batch_size=64),
+                      save_steps=500, save_total_limit=10, eval_strategy="no", per_device_eval_batch_size=64),
     ),
     # Transformer-Tiny of Wu et al. (2021), the literature's text-only Transformer on Multi30k (41.02 BLEU on
     # test2016 in their metric): 4+4 layers, d_model 128, d_ff 256, 4 heads, dropout 0.3, shared embeddings,

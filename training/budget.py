@@ -132,7 +132,7 @@ class BudgetSchedule:
         if step <= self.planned_at:
             return ramp if self.start_value is None else self.start_value
         if step < self.warmup:
-            start = min(self.planned_at / self.provisional_warmup, 1.0) if self.start_value is None else self.start_value
+            start = self(self.planned_at)
             return start + (1.0 - start) * (step - self.planned_at) / (self.warmup - self.planned_at)
         decay_from = self.warmup if self.decay_from is None else self.decay_from
         progress = min((step - decay_from) / max(self.total - decay_from, 1), 1.0)
@@ -149,11 +149,9 @@ def elapsed_on_the_main_process(start: float) -> float:
     """Seconds since `start` by the clock of process 0: every process of a distributed run decides from the same
     number (when to plan, what, when to stop), so that none stops a step before the others and leaves them waiting.
     One process: this process's clock."""
+    import torch.distributed as dist
+
     elapsed = time.monotonic() - start
-    try:
-        import torch.distributed as dist
-    except ImportError:  # pragma: no cover - torch without distributed support
-        return elapsed
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         shared = [elapsed]
         dist.broadcast_object_list(shared, src=0)
@@ -234,11 +232,16 @@ class TimeBudget(TrainerCallback):
         return control
 
     def make_plan(self, state, elapsed: float, step: int, seconds_per_step: float, measured_steps: int) -> None:
-        self.plan = self.plan_from(elapsed, step, seconds_per_step, measured_steps)
-        self.schedule.set_plan(self.plan)
-        state.max_steps = self.plan.total_steps
+        self.adopt(state, self.plan_from(elapsed, step, seconds_per_step, measured_steps))
+
+    def adopt(self, state, plan: BudgetPlan) -> None:
+        """Follow `plan` from now on (the first plan or a re-plan), and print it."""
+        self.schedule.set_plan(plan)
+        plan.warmup_steps = self.schedule.warmup  # a re-plan after the warmup keeps the warmup that was
+        self.plan = plan
+        state.max_steps = plan.total_steps
         if state.is_world_process_zero:
-            self.log("Time budget: " + self.plan.describe())
+            self.log("Time budget: " + plan.describe())
 
     def plan_from(self, elapsed: float, step: int, seconds_per_step: float, measured_steps: int) -> BudgetPlan:
         return plan_budget(
@@ -259,15 +262,9 @@ class TimeBudget(TrainerCallback):
         if abs(seconds_per_step / self.plan.seconds_per_step - 1.0) <= self.replan_tolerance:
             return  # the speed holds: the plan stands
         plan = self.plan_from(elapsed, step, seconds_per_step, step - since_step)
-        before = self.schedule.total
-        self.schedule.set_plan(plan)
-        plan.warmup_steps = self.schedule.warmup  # a re-plan after the warmup keeps the warmup that was
-        self.replans.append(f"re-planned at step {step:,}: {before:,} -> {plan.total_steps:,} steps")
+        self.replans.append(f"re-planned at step {step:,}: {self.schedule.total:,} -> {plan.total_steps:,} steps")
         plan.note = "; ".join(filter(None, [plan.note, *self.replans]))
-        self.plan = plan
-        state.max_steps = plan.total_steps
-        if state.is_world_process_zero:
-            self.log("Time budget: " + plan.describe())
+        self.adopt(state, plan)
 
 
 class MinutesProgressBar(ProgressCallback):

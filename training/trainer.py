@@ -196,11 +196,11 @@ def _print_above_the_bar(line: str) -> None:
 class TranslationTrainer(Seq2SeqTrainer):
     """`Seq2SeqTrainer` with token-budget training batches and the package's model card.
 
-    Loss: label-smoothed cross-entropy (`LabelSmoothedCrossEntropy`, epsilon = `label_smoothing_factor`, 0 for none) given to the
-    Trainer as `compute_loss_func`. The Trainer then passes it `num_items_in_batch`, the number of target tokens in
-    the whole optimizer step across gradient accumulation and processes, and it divides the summed token losses by
-    that: batches of different sizes weigh by their tokens, and N processes compute the same gradient as one
-    process accumulating their N batches, whatever the model does with `num_items_in_batch` itself.
+    Loss: label-smoothed cross-entropy (`LabelSmoothedCrossEntropy`, epsilon = `label_smoothing_factor`, 0 for
+    none) given to the Trainer as `compute_loss_func`. The Trainer then passes it `num_items_in_batch`, the number of
+    target tokens in the whole optimizer step across gradient accumulation and processes, and it divides the summed
+    token losses by that: batches of different sizes weigh by their tokens, and N processes compute the same gradient
+    as one process accumulating their N batches, whatever the model does with `num_items_in_batch` itself.
     """
 
     def __init__(self, *args, run_state=None, **kwargs):

@@ -65,3 +65,29 @@ def test_help_shows_the_presets_defaults(capsys):
     code, out, _ = run_main(parse_arguments, ["--preset", "tiny", "--help"], capsys)
     assert code == 0 and "object at 0x" not in out
     assert "(default: 0.003)" in out and "(default: 4096)" in out  # tiny's learning rate and batch tokens
+
+
+def test_the_pre_ln_preset_is_multi30k_with_pre_layernorm_and_its_own_peak():
+    """`multi30k-pre-ln` changes the residual layout and the peak learning rate of `multi30k`, nothing else; the
+    model it builds is pre-LayerNorm (a final LayerNorm on each stack) and `multi30k`'s is the paper's post-LN."""
+    from training.train import build_model
+    from vanilla_transformer import VanillaTransformerConfig
+
+    post, pre = PRESETS["multi30k"], PRESETS["multi30k-pre-ln"]
+    assert pre.model["normalize_before"] and not post.model.get("normalize_before", False)
+    assert {k: v for k, v in pre.model.items() if k != "normalize_before"} == post.model and pre.data == post.data
+    assert {**pre.training, "learning_rate": post.training["learning_rate"]} == post.training
+    assert pre.training["learning_rate"] > post.training["learning_rate"]
+
+    class Tokenizer:  # the four ids and the length build_model reads
+        pad_token_id, bos_token_id, eos_token_id = 1, 0, 2
+
+        def __len__(self):
+            return 120
+
+    for preset, pre_ln in ((pre, True), (post, False)):
+        _, model_args, _, _ = parse_arguments(["--preset", "multi30k-pre-ln" if pre_ln else "multi30k", *DATA])
+        model = build_model(model_args, preset, Tokenizer(), resume=None)
+        assert isinstance(model.config, VanillaTransformerConfig) and model.config.normalize_before is pre_ln
+        assert (model.model.encoder.layer_norm is not None) is pre_ln
+        assert (model.model.decoder.layer_norm is not None) is pre_ln

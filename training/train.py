@@ -399,7 +399,9 @@ def prepare_model(model, tokenizer, data_args, model_args, training_args) -> Non
     warmup = (f"{training_args.warmup_steps:g} of the steps" if training_args.warmup_steps < 1
               else f"{int(training_args.warmup_steps)} steps")
     _log(training_args, f"Model: {model.num_parameters():,} parameters, d_model {model.config.d_model}, "
-         f"{model.config.encoder_layers}+{model.config.decoder_layers} layers, vocabulary {len(tokenizer):,}; "
+         f"{model.config.encoder_layers}+{model.config.decoder_layers} layers, "
+         f"{'pre' if model.config.normalize_before else 'post'}-LayerNorm, dropout {model.config.dropout:g}, "
+         f"vocabulary {len(tokenizer):,}; "
          f"peak learning rate {training_args.learning_rate:.3g} after a warmup of {warmup}; "
          f"{precision_in_use(training_args)}")
 

@@ -56,6 +56,31 @@ class Preset:
         return {**PAPER_RECIPE, **self.training}
 
 
+# The paper's model and optimiser at Multi30k size, with a schedule made for a time budget: chosen on `val` by
+# benchmarks/recipe_sweep.py, which replays the plan of a 30-minute run on 2 CPU cores (1,282 steps at 1.36 s
+# per step) for 42 configurations on a GPU (2026-11-26; docs/train.md "Choosing the recipe"). Peak 0.0014 after
+# 40 % of the steps, then linear to 0, and the average of 10 checkpoints over the last 20 %: 30.0 / 30.2 val
+# BLEU (two seeds) against 25.9 / 25.9 / 26.5 for the paper's 20,000-step schedule (warmup 1,000) stopped by the
+# clock at the same step. Shorter warmups or higher peaks (0.002 after 10 %, 0.003) diverge or stall at this
+# depth (post-LN); 4,096-token batches, 4+4 layers, d_model 512, vocabularies of 4k or 10k and dropout 0.2 made
+# fewer or worse steps in 30 minutes. Averaging, compared afterwards on val in two 30-minute CPU runs of this
+# schedule (1,213 and 1,153 steps; the last 1, 2, 3, 5 and 10 of checkpoints 2 % of the run apart): the last 2
+# scored 30.10 / 29.57, the final weights 29.99 / 29.39, the last 10 29.39 / 29.00 -- with a learning rate that
+# decays to zero, the older checkpoints only pull the average back. Without --max_train_minutes the same shape
+# spans --max_steps.
+MULTI30K = Preset(
+    description="A small Transformer for Multi30k-sized data (29k sentence pairs) with a schedule for a time "
+                "budget (--max_train_minutes): peak 0.0014 after two fifths of the steps, linear decay, average of "
+                "the last 2 checkpoints; chosen on val (docs/train.md).",
+    model=dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
+               decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024, dropout=0.1),
+    data=dict(vocab_size=8000, max_source_length=128, max_target_length=128),
+    training=dict(max_tokens=2048, max_steps=20000, learning_rate=0.0014, lr_scheduler_type="linear",
+                  warmup_steps=0.4, average_last_n_checkpoints=2, averaging_span=0.02, logging_steps=100,
+                  save_steps=500, save_total_limit=10, eval_strategy="no", per_device_eval_batch_size=64),
+)
+
+
 PRESETS: dict[str, Preset] = {
     "demo": Preset(
         description="English -> German number words made with num2words; trains in a few minutes on 2 CPU cores.",
@@ -67,29 +92,7 @@ PRESETS: dict[str, Preset] = {
         training=dict(max_tokens=2048, max_steps=1500, warmup_steps=300, logging_steps=100, save_steps=500,
                       save_total_limit=2, eval_strategy="no", per_device_eval_batch_size=100),
     ),
-    # The paper's model and optimiser at Multi30k size, with a schedule made for a time budget: chosen on `val` by
-    # benchmarks/recipe_sweep.py, which replays the plan of a 30-minute run on 2 CPU cores (1,282 steps at 1.36 s
-    # per step) for 42 configurations on a GPU (2026-11-26; docs/train.md "Choosing the recipe"). Peak 0.0014 after
-    # 40 % of the steps, then linear to 0, and the average of 10 checkpoints over the last 20 %: 30.0 / 30.2 val
-    # BLEU (two seeds) against 25.9 / 25.9 / 26.5 for the paper's 20,000-step schedule (warmup 1,000) stopped by the
-    # clock at the same step. Shorter warmups or higher peaks (0.002 after 10 %, 0.003) diverge or stall at this
-    # depth (post-LN); 4,096-token batches, 4+4 layers, d_model 512, vocabularies of 4k or 10k and dropout 0.2 made
-    # fewer or worse steps in 30 minutes. Averaging, compared afterwards on val in two 30-minute CPU runs of this
-    # schedule (1,213 and 1,153 steps; the last 1, 2, 3, 5 and 10 of checkpoints 2 % of the run apart): the last 2
-    # scored 30.10 / 29.57, the final weights 29.99 / 29.39, the last 10 29.39 / 29.00 -- with a learning rate that
-    # decays to zero, the older checkpoints only pull the average back. Without --max_train_minutes the same shape
-    # spans --max_steps.
-    "multi30k": Preset(
-        description="A small Transformer for Multi30k-sized data (29k sentence pairs) with a schedule for a time "
-                    "budget (--max_train_minutes): peak 0.0014 after two fifths of the steps, linear decay, average of "
-                    "the last 2 checkpoints; chosen on val (docs/train.md).",
-        model=dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
-                   decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024, dropout=0.1),
-        data=dict(vocab_size=8000, max_source_length=128, max_target_length=128),
-        training=dict(max_tokens=2048, max_steps=20000, learning_rate=0.0014, lr_scheduler_type="linear",
-                      warmup_steps=0.4, average_last_n_checkpoints=2, averaging_span=0.02, logging_steps=100,
-                      save_steps=500, save_total_limit=10, eval_strategy="no", per_device_eval_batch_size=64),
-    ),
+    "multi30k": MULTI30K,
     # `multi30k` with pre-LayerNorm blocks (x + Sublayer(LayerNorm(x)), a final LayerNorm on each stack; Wang et al.
     # 2019, Xiong et al. 2020) -- not the paper's layout, kept apart so that `multi30k` stays the paper's model (and
     # exports to MarianMTModel, which is post-LayerNorm only). Pre-LN trains stably at a higher peak: in a replayed
@@ -101,13 +104,8 @@ PRESETS: dict[str, Preset] = {
     "multi30k-pre-ln": Preset(
         description="`multi30k` with pre-LayerNorm blocks (not the paper's layout) and peak 0.003: more BLEU per "
                     "CPU-minute on small data; cannot be exported to MarianMTModel (docs/train.md).",
-        model=dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
-                   decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024, dropout=0.1,
-                   normalize_before=True),
-        data=dict(vocab_size=8000, max_source_length=128, max_target_length=128),
-        training=dict(max_tokens=2048, max_steps=20000, learning_rate=0.003, lr_scheduler_type="linear",
-                      warmup_steps=0.4, average_last_n_checkpoints=2, averaging_span=0.02, logging_steps=100,
-                      save_steps=500, save_total_limit=10, eval_strategy="no", per_device_eval_batch_size=64),
+        model={**MULTI30K.model, "normalize_before": True}, data=dict(MULTI30K.data),
+        training={**MULTI30K.training, "learning_rate": 0.003},
     ),
     # Transformer-Tiny of Wu et al. (2021), the literature's text-only Transformer on Multi30k (41.02 BLEU on
     # test2016 in their metric): 4+4 layers, d_model 128, d_ff 256, 4 heads, dropout 0.3, shared embeddings,

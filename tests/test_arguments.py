@@ -3,6 +3,7 @@
 import dataclasses
 
 import pytest
+from transformers import GenerationConfig
 
 from helpers import run_main
 from training.arguments import DataArguments, parse_arguments
@@ -19,6 +20,8 @@ def test_every_preset_value_is_a_field_of_the_dataclass_it_names(name):
     training_fields = {f.name for f in dataclasses.fields(TranslationTrainingArguments)}
     assert set(preset.data) <= data_fields, set(preset.data) - data_fields
     assert set(preset.training_defaults()) <= training_fields, set(preset.training_defaults()) - training_fields
+    generation_fields = set(GenerationConfig().to_dict())
+    assert set(preset.generation) <= generation_fields, set(preset.generation) - generation_fields
     data_args, _, args, _ = parse_arguments(["--preset", name, *DATA])
     for key, value in preset.data.items():
         assert getattr(data_args, key) == value, key
@@ -77,13 +80,7 @@ def test_the_pre_ln_preset_is_multi30k_with_pre_layernorm_and_its_own_peak():
     assert pre.model["normalize_before"] and not post.model.get("normalize_before", False)
     assert {k: v for k, v in pre.model.items() if k != "normalize_before"} == post.model and pre.data == post.data
     assert {**pre.training, "learning_rate": post.training["learning_rate"]} == post.training
-    assert pre.training["learning_rate"] > post.training["learning_rate"]
-
-    class Tokenizer:  # the four ids and the length build_model reads
-        pad_token_id, bos_token_id, eos_token_id = 1, 0, 2
-
-        def __len__(self):
-            return 120
+    assert pre.training["learning_rate"] > post.training["learning_rate"] and pre.generation == post.generation
 
     for preset, pre_ln in ((pre, True), (post, False)):
         _, model_args, _, _ = parse_arguments(["--preset", "multi30k-pre-ln" if pre_ln else "multi30k", *DATA])
@@ -91,3 +88,30 @@ def test_the_pre_ln_preset_is_multi30k_with_pre_layernorm_and_its_own_peak():
         assert isinstance(model.config, VanillaTransformerConfig) and model.config.normalize_before is pre_ln
         assert (model.model.encoder.layer_norm is not None) is pre_ln
         assert (model.model.decoder.layer_norm is not None) is pre_ln
+
+
+class Tokenizer:  # the four ids and the length build_model reads
+    pad_token_id, bos_token_id, eos_token_id = 1, 0, 2
+
+    def __len__(self):
+        return 120
+
+
+def test_the_preset_sets_the_decoding_of_a_new_model_and_the_option_overrides_it(tmp_path):
+    """generation_config of a new model: the preset's length penalty (multi30k), the model's 0.6 for a preset without
+    one (demo), --length_penalty over both; a --model_name_or_path checkpoint keeps its own unless the option is
+    given. Beam 4 stays."""
+    from training.train import build_model
+
+    cases = [("multi30k", [], 1.4), ("multi30k", ["--length_penalty", "0.8"], 0.8), ("demo", [], 0.6),
+             ("demo", ["--length_penalty", "1.1"], 1.1)]
+    for name, options, expected in cases:
+        _, model_args, _, _ = parse_arguments(["--preset", name, *DATA, *options])
+        model = build_model(model_args, PRESETS[name], Tokenizer(), resume=None)
+        assert (model.generation_config.length_penalty, model.generation_config.num_beams) == (expected, 4), name
+    model.save_pretrained(tmp_path / "checkpoint")  # length penalty 1.1
+    for options, expected in (([], 1.1), (["--length_penalty", "0.9"], 0.9)):
+        _, model_args, _, _ = parse_arguments(
+            ["--preset", "multi30k", *DATA, "--model_name_or_path", str(tmp_path / "checkpoint"), *options])
+        model = build_model(model_args, PRESETS["multi30k"], Tokenizer(), resume=None)
+        assert model.generation_config.length_penalty == expected, options

@@ -51,7 +51,7 @@ def test_multi30k_benchmark_trains_averages_decodes_and_writes_its_section(tmp_p
           "--average_last", "2", "--save_steps", "1", "--d_model", "32", "--encoder_layers", "1",
           "--decoder_layers", "1", "--attention_heads", "2", "--ffn_dim", "64", "--vocab_size", "90",
           "--max_tokens", "200", "--max_source_length", "20", "--max_target_length", "20", "--warmup_steps", "4",
-          "--report_to", "none", "--disable_tqdm", "true", "--bleu_tokenize", "char"])
+          "--report_to", "none", "--disable_tqdm", "true", "--bleu_tokenize", "char", "--length_penalty", "1.3"])
 
     state = json.loads((out / "trainer_state.json").read_text())
     assert (out / "averaged" / "config.json").is_file() and (out / "averaged" / "tokenizer.json").is_file()
@@ -67,6 +67,7 @@ def test_multi30k_benchmark_trains_averages_decodes_and_writes_its_section(tmp_p
         bleu, chrf = (float(x) for x in pair.split(" / "))
         assert 0 <= bleu <= 100 and 0 <= chrf <= 100
     assert "python benchmarks/benchmark_multi30k.py --data_dir" in text
+    assert "Beam 4, length penalty 1.3 (the checkpoint's generation config)." in text  # what both scorings used
 
 
 def test_recipe_sweep_replays_each_plan_scores_val_and_ranks_the_configurations(tmp_path, capsys):

@@ -278,6 +278,12 @@ def test_config_overrides_with_an_unknown_key_stop_the_run_with_one_line_naming_
     assert not (tmp_path / "out").exists()  # stopped before any work
 
 
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_length_penalty_that_is_not_a_finite_number_stops_the_run_with_one_line(tmp_path, value):
+    message = _error_of([*tiny(), "--length_penalty", value, "--output_dir", str(tmp_path / "out")])
+    assert f"--length_penalty must be a finite number, got {float(value)}" in message and "\n" not in message
+
+
 def test_config_overrides_with_a_bad_value_stop_the_run_with_one_line_naming_it(tmp_path):
     out = ["--output_dir", str(tmp_path / "out")]
     message = _error_of([*tiny(config_overrides="position_embedding_type=rotary,dropout=2"), *out])
@@ -362,13 +368,15 @@ def test_demo_run_saves_a_checkpoint_whose_generations_score_the_reported_bleu(t
 
     out = tmp_path / "demo"
     metrics = train_main(["--output_dir", str(out), "--max_steps", "6", "--save_steps", "3", "--logging_steps", "1",
-                          "--average_last_n_checkpoints", "2", "--dropout", "0.0", "--max_target_length", "16", *TINY])
+                          "--average_last_n_checkpoints", "2", "--dropout", "0.0", "--max_target_length", "16",
+                          "--length_penalty", "1.2", *TINY])
     for name in ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "README.md",
                  "trainer_state.json", "test_predictions.txt", "all_results.json"):
         assert (out / name).is_file(), name
     assert sorted(os.listdir(out / "checkpoint-3")) and (out / "checkpoint-6").is_dir()
     # decoding stops at the longest target length trained on (+ the start token), below the 20 positions
-    assert json.loads((out / "generation_config.json").read_text())["max_length"] == 17
+    generation = json.loads((out / "generation_config.json").read_text())
+    assert (generation["max_length"], generation["length_penalty"], generation["num_beams"]) == (17, 1.2, 4)
 
     # the paper's learning rate for d_model 32 and 4 warmup steps: the Trainer logs the rate its update number s
     # used, which is the paper's rate of step s - 1 (HF counts steps from 0, so the first update has rate 0)

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import difflib
 import json
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -78,6 +79,10 @@ class ModelArguments:
     activation_dropout: float | None = field(default=None, metadata={"help": "Dropout inside the feed-forward net."})
     config_overrides: str | None = field(default=None, metadata={
         "help": "Any other VanillaTransformerConfig values, e.g. 'normalize_before=true,position_embedding_type=learned'."})
+    length_penalty: float | None = field(default=None, metadata={
+        "help": "Beam search's length penalty saved in generation_config.json (a hypothesis scores its summed "
+                "log-probabilities / length^penalty; higher favours longer outputs): the preset's value, else the "
+                "model's 0.6. Also sets the decoding of a --model_name_or_path checkpoint."})
 
     def config_values(self) -> dict:
         """The VanillaTransformerConfig values these options set. An unknown --config_overrides key is an error that
@@ -101,6 +106,15 @@ class ModelArguments:
                 value = raw
             values[key] = value
         return values
+
+    def generation_values(self) -> dict:
+        """The GenerationConfig values these options set (ValueError, one line, for a length penalty that is not a
+        finite number)."""
+        if self.length_penalty is None:
+            return {}
+        if not math.isfinite(self.length_penalty):
+            raise ValueError(f"--length_penalty must be a finite number, got {self.length_penalty}")
+        return {"length_penalty": self.length_penalty}
 
 
 # Set by build_model from the tokenizer, so an override would be ignored.

@@ -309,14 +309,19 @@ def build_model(model_args, preset, tokenizer, resume: str | None):
 
     try:
         overrides = model_args.config_values()
+        decoding = model_args.generation_values()
     except ValueError as error:
         raise UsageError(str(error)) from None
     if model_args.model_name_or_path is not None:
         if overrides:
             raise UsageError(f"--model_name_or_path loads a finished architecture; drop {', '.join(overrides)}.")
-        return AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path)
+        model = AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path)
+        model.generation_config.update(**decoding)  # the checkpoint's own decoding, unless an option sets it
+        return model
     if resume is not None:  # the Trainer loads the weights; the architecture is the checkpoint's
-        return VanillaTransformerForConditionalGeneration(AutoConfig.from_pretrained(resume))
+        model = VanillaTransformerForConditionalGeneration(AutoConfig.from_pretrained(resume))
+        model.generation_config.update(**{**preset.generation, **decoding})
+        return model
     special = dict(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
                    eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id)
     missing = [name for name, value in special.items() if value is None]
@@ -327,7 +332,9 @@ def build_model(model_args, preset, tokenizer, resume: str | None):
         config = VanillaTransformerConfig(**{**preset.model, **overrides, "vocab_size": len(tokenizer), **special})
     except (TypeError, ValueError, StrictDataclassError) as error:  # @strict wraps the ValueError of our checks
         raise UsageError(str(error.__cause__ or error)) from None
-    return VanillaTransformerForConditionalGeneration(config)
+    model = VanillaTransformerForConditionalGeneration(config)
+    model.generation_config.update(**{**preset.generation, **decoding})  # the preset's decoding, e.g. length penalty
+    return model
 
 
 def _first(dataset, n: int | None):
@@ -371,6 +378,7 @@ def check_options(data_args, model_args) -> None:
         raise UsageError(f"--bleu_tokenize {data_args.bleu_tokenize}: {error}") from None
     try:
         model_args.config_values()
+        model_args.generation_values()
     except ValueError as error:
         raise UsageError(str(error)) from None
 
@@ -403,6 +411,7 @@ def prepare_model(model, tokenizer, data_args, model_args, training_args) -> Non
          f"{'pre' if model.config.normalize_before else 'post'}-LayerNorm, dropout {model.config.dropout:g}, "
          f"vocabulary {len(tokenizer):,}; "
          f"peak learning rate {training_args.learning_rate:.3g} after a warmup of {warmup}; "
+         f"decoding: beam {model.generation_config.num_beams}, length penalty {model.generation_config.length_penalty:g}; "
          f"{precision_in_use(training_args)}")
 
 

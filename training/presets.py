@@ -62,16 +62,17 @@ class Preset:
 # per step) for 42 configurations on a GPU (2026-11-26; docs/train.md "Choosing the recipe"). Peak 0.0014 after
 # 40 % of the steps, then linear to 0, and the average of 10 checkpoints over the last 20 %: 30.0 / 30.2 val
 # BLEU (two seeds) against 25.9 / 25.9 / 26.5 for the paper's 20,000-step schedule (warmup 1,000) stopped by the
-# clock at the same step. Decoding: length penalty 1.4 instead of the model's 0.6 (beam 4 kept), chosen on val with
-# three 30-minute checkpoints (this preset's, `multi30k-pre-ln`'s with dropout 0.1 and 0.05): +0.95 / +0.79 / +0.88
-# val BLEU; their outputs were 9 % shorter than the references at 0.6 and 1-3 % at 1.4; 1.7 and 2.0 made them
-# longer than the references and scored less (docs/train.md "Decoding"). Shorter warmups or higher peaks (0.002 after 10 %, 0.003) diverge or stall at this
+# clock at the same step. Shorter warmups or higher peaks (0.002 after 10 %, 0.003) diverge or stall at this
 # depth (post-LN); 4,096-token batches, 4+4 layers, d_model 512, vocabularies of 4k or 10k and dropout 0.2 made
 # fewer or worse steps in 30 minutes. Averaging, compared afterwards on val in two 30-minute CPU runs of this
 # schedule (1,213 and 1,153 steps; the last 1, 2, 3, 5 and 10 of checkpoints 2 % of the run apart): the last 2
 # scored 30.10 / 29.57, the final weights 29.99 / 29.39, the last 10 29.39 / 29.00 -- with a learning rate that
 # decays to zero, the older checkpoints only pull the average back. Without --max_train_minutes the same shape
 # spans --max_steps.
+# Decoding: length penalty 1.4 instead of the model's 0.6 (beam 4 kept), chosen on val with three 30-minute
+# checkpoints (this preset's, `multi30k-pre-ln`'s with dropout 0.1 and 0.05): +0.95 / +0.79 / +0.88 val BLEU; their
+# outputs were 9 % shorter than the references at 0.6 and 1-3 % at 1.4; 1.7 and 2.0 made them longer than the
+# references and scored less (docs/train.md "Decoding").
 MULTI30K = Preset(
     description="A small Transformer for Multi30k-sized data (29k sentence pairs) with a schedule for a time "
                 "budget (--max_train_minutes): peak 0.0014 after two fifths of the steps, linear decay, average of "

@@ -319,19 +319,18 @@ def build_model(model_args, preset, tokenizer, resume: str | None):
         model.generation_config.update(**decoding)  # the checkpoint's own decoding, unless an option sets it
         return model
     if resume is not None:  # the Trainer loads the weights; the architecture is the checkpoint's
-        model = VanillaTransformerForConditionalGeneration(AutoConfig.from_pretrained(resume))
-        model.generation_config.update(**{**preset.generation, **decoding})
-        return model
-    special = dict(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-                   eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id)
-    missing = [name for name, value in special.items() if value is None]
-    if missing:
-        raise UsageError(f"The tokenizer defines no {', '.join(missing)}; a translation model needs padding, "
-                         "start and end-of-sentence tokens.")
-    try:
-        config = VanillaTransformerConfig(**{**preset.model, **overrides, "vocab_size": len(tokenizer), **special})
-    except (TypeError, ValueError, StrictDataclassError) as error:  # @strict wraps the ValueError of our checks
-        raise UsageError(str(error.__cause__ or error)) from None
+        config = AutoConfig.from_pretrained(resume)
+    else:
+        special = dict(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                       eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id)
+        missing = [name for name, value in special.items() if value is None]
+        if missing:
+            raise UsageError(f"The tokenizer defines no {', '.join(missing)}; a translation model needs padding, "
+                             "start and end-of-sentence tokens.")
+        try:
+            config = VanillaTransformerConfig(**{**preset.model, **overrides, "vocab_size": len(tokenizer), **special})
+        except (TypeError, ValueError, StrictDataclassError) as error:  # @strict wraps the ValueError of our checks
+            raise UsageError(str(error.__cause__ or error)) from None
     model = VanillaTransformerForConditionalGeneration(config)
     model.generation_config.update(**{**preset.generation, **decoding})  # the preset's decoding, e.g. length penalty
     return model
@@ -411,7 +410,8 @@ def prepare_model(model, tokenizer, data_args, model_args, training_args) -> Non
          f"{'pre' if model.config.normalize_before else 'post'}-LayerNorm, dropout {model.config.dropout:g}, "
          f"vocabulary {len(tokenizer):,}; "
          f"peak learning rate {training_args.learning_rate:.3g} after a warmup of {warmup}; "
-         f"decoding: beam {model.generation_config.num_beams}, length penalty {model.generation_config.length_penalty:g}; "
+         f"decoding: beam {model.generation_config.num_beams}, "
+         f"length penalty {model.generation_config.length_penalty:g}; "
          f"{precision_in_use(training_args)}")
 
 

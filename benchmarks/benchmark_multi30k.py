@@ -9,18 +9,17 @@ that file line for line). The run trains `--preset` (default `multi30k`) with `-
 `--max_steps`: the recipe plans its steps, warmup, decay and the checkpoints to average from the measured step time
 (training/budget.py). Any further options go to `python -m training.train`.
 
-Three scores (training/metrics.py) for the final weights (scored by the training run itself) and for the average
-of the last `--average_last` checkpoints (default: the preset's; decoded with `vanilla_transformer.translate` and the
-checkpoint's generation config: beam 4, length penalty 1.4 for the Multi30k presets): sacreBLEU (cased, 13a, with its
-signature), chrF, and the literature's BLEU (lowercased, Moses-normalised and -tokenised, against
-test_2016_flickr.lc.norm.tok.de, the metric in which Wu et al. 2021 report 41.02 for Transformer-Tiny). The report
-also gives the steps made, the plan, the CPU flags and the machine's load at the start and the end.
+`--nproc_per_node N` trains with N data-parallel processes of one thread each (`torchrun`, gloo), each taking
+1/N of the preset's batch tokens (`--max_tokens`), so the batch per step stays the preset's. Whether that beats one
+process with N threads depends on the machine: on the 2-core AVX2 machine benchmarks/cpu_processes.py measured
+1.12x once and 0.97x twice (docs/train.md "Processes or threads on a CPU").
 """
 
 import argparse
 import json
 import os
 import shlex
+import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -67,9 +66,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", type=Path, default=RESULTS, help="default: benchmarks/RESULTS.md")
     parser.add_argument("--average_last", type=int, default=None,
                         help="checkpoints the plan saves and the second score averages (default: the preset's)")
+    parser.add_argument("--nproc_per_node", type=int, default=1,
+                        help="data-parallel training processes of one thread each, under torchrun; each takes 1/N of "
+                             "the batch tokens (default: 1, one process with torch's threads)")
     args, train_options = parser.parse_known_args(argv)
     if args.minutes <= 0:
         parser.error("--minutes must be positive")
+    if args.nproc_per_node < 1:
+        parser.error(f"--nproc_per_node must be at least 1, got {args.nproc_per_node}")
     files = {f"{split}_{side}": os.path.join(args.data_dir, f"{name}.{lang}")
              for split, name in (("train", "train"), ("validation", "val"), ("test", "test_2016_flickr"))
              for side, lang in (("source", "en"), ("target", "de"))}
@@ -87,6 +91,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.preset not in PRESETS:
         parser.error(f"unknown --preset {args.preset!r}; choose one of {', '.join(PRESETS)}")
     average_last = args.average_last or PRESETS[args.preset].training.get("average_last_n_checkpoints", 5)
+    processes = args.nproc_per_node
+    if processes > 1 and not any(o.replace("-", "_").split("=")[0] == "__max_tokens" for o in train_options):
+        # the preset's batch per step, split between the processes
+        train_options = ["--max_tokens", str(PRESETS[args.preset].training["max_tokens"] // processes), *train_options]
     machine = machine_description()
     load_start = load_average()
     train_argv = ["--preset", args.preset, *[item for k, v in files.items() for item in (f"--{k}", v)],
@@ -95,7 +103,19 @@ def main(argv: list[str] | None = None) -> None:
                   "--literature_bleu", "true", "--output_dir", args.output_dir, "--overwrite_output_dir", "true",
                   *train_options]
     started = time.monotonic()
-    metrics = train_main(train_argv)  # the final weights, scored on the test set by the run
+    if processes == 1:
+        metrics = train_main(train_argv)  # the final weights, scored on the test set by the run
+    else:
+        print(f"Training with {processes} processes of one thread each (torchrun): {' '.join(train_options)}")
+        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
+        environment = {**os.environ, "OMP_NUM_THREADS": "1",
+                       "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        finished = subprocess.run([*launcher, "-m", "training.train", *train_argv], env=environment)
+        if finished.returncode != 0:
+            sys.exit(f"benchmark_multi30k: training under torchrun failed (exit status {finished.returncode}); "
+                     "its output is above.")
+        with open(os.path.join(args.output_dir, "all_results.json"), encoding="utf-8") as f:
+            metrics = json.load(f)  # what the run wrote: its test-set scores and its plan
     final = {k.removeprefix("test_"): v for k, v in metrics.items() if k.startswith("test_")}
     plan = metrics.get("time_budget", {})
 
@@ -136,7 +156,7 @@ The test set is reported here; it is never used to choose the recipe.
 
 | budget | machine | steps | final weights BLEU / chrF | average of last {len(checkpoints)} checkpoints BLEU / chrF | literature BLEU final / averaged | plan |
 | --- | --- | --- | --- | --- | --- | --- |
-| {args.minutes:g} min training ({total_minutes:.0f} min in all) | {machine}; load average {load_start} (1/5/15 min) at the start, {load_end} at the end | {state["global_step"]} | {final.get("bleu", nan):.2f} / {final.get("chrf", nan):.2f} | {averaged["bleu"]:.2f} / {averaged["chrf"]:.2f} | {final.get("literature_bleu", nan):.2f} / {averaged["literature_bleu"]:.2f} | {planned}; averaged steps {", ".join(map(str, steps))} |
+| {args.minutes:g} min training{f" on {processes} processes of one thread" if processes > 1 else ""} ({total_minutes:.0f} min in all) | {machine}; load average {load_start} (1/5/15 min) at the start, {load_end} at the end | {state["global_step"]} | {final.get("bleu", nan):.2f} / {final.get("chrf", nan):.2f} | {averaged["bleu"]:.2f} / {averaged["chrf"]:.2f} | {final.get("literature_bleu", nan):.2f} / {averaged["literature_bleu"]:.2f} | {planned}; averaged steps {", ".join(map(str, steps))} |
 
 Command ({datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}; {software_versions()}):
 

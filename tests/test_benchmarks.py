@@ -34,16 +34,21 @@ def test_machine_description_names_the_cpu_and_its_matmul_flags():
     assert description.endswith("CPU flags: " + (", ".join(cpu_flags()) or "none listed"))
 
 
-def test_multi30k_benchmark_trains_averages_decodes_and_writes_its_section(tmp_path):
-    from benchmarks.benchmark_multi30k import main
+def _tiny_multi30k(folder: Path) -> Path:
     from training.numbers import number_translation_splits
 
-    data = tmp_path / "multi30k"
-    data.mkdir()
+    folder.mkdir()
     splits = number_translation_splits(train_size=300, validation_size=8, test_size=12, seed=3)
     for split, name in (("train", "train"), ("validation", "val"), ("test", "test_2016_flickr")):
         for side, lang in (("source", "en"), ("target", "de")):
-            (data / f"{name}.{lang}").write_text("\n".join(splits[split][side]) + "\n", encoding="utf-8")
+            (folder / f"{name}.{lang}").write_text("\n".join(splits[split][side]) + "\n", encoding="utf-8")
+    return folder
+
+
+def test_multi30k_benchmark_trains_averages_decodes_and_writes_its_section(tmp_path):
+    from benchmarks.benchmark_multi30k import main
+
+    data = _tiny_multi30k(tmp_path / "multi30k")
     results = tmp_path / "RESULTS.md"
     results.write_text("# Benchmark results\n\n## Translation quality\n\nold\n\n## Speed: other\n\nkept\n")
     out = tmp_path / "out"
@@ -154,3 +159,75 @@ def test_training_step_benchmark_refuses_bad_counts_in_one_line(capsys):
         with pytest.raises(SystemExit):
             main([option, value])
         assert f"{option} must be at least 1, got {value}" in capsys.readouterr().err
+
+
+def test_multi30k_benchmark_on_two_processes_splits_the_batch_and_reports_the_run(tmp_path, capsys):
+    """`--nproc_per_node 2`: training runs under torchrun (two one-thread processes, gloo), each with half of the
+    preset's batch tokens; the row names the processes and carries the scores the distributed run wrote."""
+    import torch
+
+    from benchmarks.benchmark_multi30k import main
+    from training.presets import PRESETS
+
+    data = _tiny_multi30k(tmp_path / "multi30k")
+    results, out = tmp_path / "RESULTS.md", tmp_path / "out"
+    main(["--data_dir", str(data), "--minutes", "0.05", "--results", str(results), "--output_dir", str(out),
+          "--nproc_per_node", "2", "--average_last", "2", "--budget_calibration_steps", "4",
+          "--d_model", "32", "--encoder_layers", "1", "--decoder_layers", "1", "--attention_heads", "2",
+          "--ffn_dim", "64", "--vocab_size", "90", "--max_source_length", "20", "--max_target_length", "20",
+          "--report_to", "none", "--disable_tqdm", "true", "--bleu_tokenize", "char"])
+
+    stdout = capsys.readouterr().out
+    assert "Training with 2 processes of one thread each (torchrun)" in stdout
+    arguments = torch.load(out / "training_args.bin", weights_only=False)
+    assert arguments.max_tokens == PRESETS["multi30k"].training["max_tokens"] // 2 and arguments.world_size == 2
+    state = json.loads((out / "trainer_state.json").read_text())
+    final = json.loads((out / "all_results.json").read_text())
+    row = next(line for line in results.read_text().splitlines() if line.startswith("| 0.05 min training"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[0].startswith("0.05 min training on 2 processes of one thread")
+    assert int(cells[2]) == state["global_step"] >= 1
+    assert cells[3] == f"{final['test_bleu']:.2f} / {final['test_chrf']:.2f}"
+    assert (out / "averaged" / "model.safetensors").is_file()
+
+
+def test_multi30k_benchmark_refuses_a_bad_process_count_and_a_failed_distributed_run_in_one_line(tmp_path, capsys):
+    from benchmarks.benchmark_multi30k import main
+
+    data = _tiny_multi30k(tmp_path / "multi30k")
+    with pytest.raises(SystemExit):
+        main(["--data_dir", str(data), "--minutes", "1", "--nproc_per_node", "0"])
+    assert "--nproc_per_node must be at least 1, got 0" in capsys.readouterr().err
+
+    results = tmp_path / "RESULTS.md"
+    with pytest.raises(SystemExit) as failed:  # 33 is not divisible by 2 heads: every rank refuses the config
+        main(["--data_dir", str(data), "--minutes", "0.05", "--results", str(results), "--output_dir",
+              str(tmp_path / "out"), "--nproc_per_node", "2", "--d_model", "33", "--attention_heads", "2",
+              "--vocab_size", "90", "--report_to", "none", "--disable_tqdm", "true"])
+    assert str(failed.value.code).startswith("benchmark_multi30k: training under torchrun failed (exit status ")
+    assert "\n" not in str(failed.value.code) and not results.exists()  # nothing reported for a failed run
+
+
+def test_cpu_processes_benchmark_times_both_variants_in_rounds_and_writes_its_section(tmp_path):
+    from benchmarks.cpu_processes import SECTION, main
+
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\n## Speed: other\n\nkept\n")
+    main(["--preset", "demo", "--steps", "2", "--rounds", "2", "--max_tokens", "64", "--write",
+          "--results", str(results)])
+    text = results.read_text()
+    assert text.startswith("# Benchmark results\n\n## Speed: other\n\nkept\n\n" + SECTION)
+    rows = [line for line in text.splitlines() if line.startswith("| one process") or line.startswith("| 2 processes")]
+    assert len(rows) == 2 and "2 rounds of each" in text.replace("\n", " ")
+    one, many = (float(row.split("|")[2]) for row in rows)
+    assert one > 0 and many > 0
+    assert float(rows[1].split("|")[3].strip().rstrip("x")) == pytest.approx(one / many, rel=0.1, abs=0.01)
+
+
+def test_cpu_processes_benchmark_refuses_bad_counts_in_one_line(capsys):
+    from benchmarks.cpu_processes import main
+
+    for option, value in (("--steps", "0"), ("--rounds", "-1"), ("--max_tokens", "0"), ("--processes", "1")):
+        with pytest.raises(SystemExit):
+            main([option, value])
+        assert f"{option} must be at least {2 if option == '--processes' else 1}, got {value}" in capsys.readouterr().err

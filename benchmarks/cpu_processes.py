@@ -26,7 +26,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # run from a checkout, installed or not
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks.report import machine_description, software_versions, write_section  # noqa: E402
+from benchmarks.report import machine_description, publish, software_versions  # noqa: E402
 from benchmarks.training_step import BATCH_SHAPES  # noqa: E402
 
 SECTION = "## Training on a CPU: processes against threads"
@@ -170,11 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.processes < 2:
         parser.error(f"--processes must be at least 2, got {args.processes} (the comparison is with one process)")
     result = measure(args.preset, args.processes, args.steps, args.rounds, args.max_tokens)
-    command = "python -m benchmarks.cpu_processes " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = render(result, command.strip())
-    print(text)
-    if args.write:
-        write_section(SECTION, text, *([args.results] if args.results else []))
+    publish(SECTION, render, result, "benchmarks.cpu_processes", argv, args.write, args.results)
 
 
 if __name__ == "__main__":

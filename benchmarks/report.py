@@ -11,6 +11,8 @@
 import os
 import platform
 import re
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
@@ -71,3 +73,15 @@ def write_section(heading: str, text: str, path: str | Path = RESULTS) -> None:
         updated = existing.rstrip("\n") + "\n\n" + text
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(updated.rstrip("\n") + "\n", encoding="utf-8")
+
+
+def publish(section: str, render: Callable[[dict, str], str], result: dict, module: str, argv: list[str] | None,
+            write: bool, results: str | None = None) -> str:
+    """Render a timing benchmark's `result` with the command that reproduces it, print it, and with `write` replace
+    its `section` of RESULTS.md (or of `results`)."""
+    command = f"python -m {module} " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = render(result, command.strip())
+    print(text)
+    if write:
+        write_section(section, text, *([results] if results else []))
+    return text

@@ -25,7 +25,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # run from a checkout, installed or not
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks.report import machine_description, software_versions, write_section  # noqa: E402
+from benchmarks.report import machine_description, publish, software_versions  # noqa: E402
 
 SECTION = "## Training step: our loss and optimiser vs the Trainer's defaults"
 # (sentences, source length, target length) of 2,048-target-token batches as Multi30k's length buckets make them
@@ -118,11 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.max_tokens is not None and args.max_tokens < 1:
         parser.error(f"--max_tokens must be at least 1, got {args.max_tokens}")
     result = measure(args.preset, args.steps, args.max_tokens)
-    command = "python -m benchmarks.training_step " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = render(result, command.strip())
-    print(text)
-    if args.write:
-        write_section(SECTION, text, *([args.results] if args.results else []))
+    publish(SECTION, render, result, "benchmarks.training_step", argv, args.write, args.results)
 
 
 if __name__ == "__main__":

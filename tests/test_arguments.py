@@ -70,15 +70,21 @@ def test_help_shows_the_presets_defaults(capsys):
     assert "(default: 0.003)" in out and "(default: 4096)" in out  # tiny's learning rate and batch tokens
 
 
-def test_the_pre_ln_preset_is_multi30k_with_pre_layernorm_and_its_own_peak():
-    """`multi30k-pre-ln` changes the residual layout and the peak learning rate of `multi30k`, nothing else; the
-    model it builds is pre-LayerNorm (a final LayerNorm on each stack) and `multi30k`'s is the paper's post-LN."""
+def test_the_pre_ln_preset_is_multi30k_with_pre_layernorm_a_smaller_ffn_and_vocabulary_and_its_own_peak():
+    """`multi30k-pre-ln` changes the residual layout, the feed-forward size, the vocabulary and the peak learning rate
+    of `multi30k`, nothing else; the model it builds is pre-LayerNorm (a final LayerNorm on each stack) with d_ff 512
+    and `multi30k`'s is the paper's post-LN with d_ff 1,024."""
     from training.train import build_model
     from vanilla_transformer import VanillaTransformerConfig
 
     post, pre = PRESETS["multi30k"], PRESETS["multi30k-pre-ln"]
     assert pre.model["normalize_before"] and not post.model.get("normalize_before", False)
-    assert {k: v for k, v in pre.model.items() if k != "normalize_before"} == post.model and pre.data == post.data
+    changed = {"normalize_before", "encoder_ffn_dim", "decoder_ffn_dim"}
+    assert {k: v for k, v in pre.model.items() if k not in changed} == {
+        k: v for k, v in post.model.items() if k not in changed}
+    assert pre.model["encoder_ffn_dim"] == pre.model["decoder_ffn_dim"] == post.model["encoder_ffn_dim"] // 2
+    assert {**pre.data, "vocab_size": post.data["vocab_size"]} == post.data
+    assert pre.data["vocab_size"] < post.data["vocab_size"]
     assert {**pre.training, "learning_rate": post.training["learning_rate"]} == post.training
     assert pre.training["learning_rate"] > post.training["learning_rate"] and pre.generation == post.generation
 
@@ -88,6 +94,7 @@ def test_the_pre_ln_preset_is_multi30k_with_pre_layernorm_and_its_own_peak():
         assert isinstance(model.config, VanillaTransformerConfig) and model.config.normalize_before is pre_ln
         assert (model.model.encoder.layer_norm is not None) is pre_ln
         assert (model.model.decoder.layer_norm is not None) is pre_ln
+        assert model.config.encoder_ffn_dim == model.config.decoder_ffn_dim == (512 if pre_ln else 1024)
 
 
 class Tokenizer:  # the four ids and the length build_model reads

@@ -106,10 +106,12 @@ PRESETS: dict[str, Preset] = {
     # post-LN at its best peak 0.0014 scored 11.37; pre-LN 21.51 at peak 0.003 (warmup 40 %), 15.68 at 0.003 with
     # warmup 20 %, 11.78 at 0.005. 30 minutes on the same machine: val 35.59 (final) / 35.30 (last 2) after 1,815
     # steps, against 33.04 / 33.08 for `multi30k` after 1,745; test2016 35.82 / 35.48 against 33.67 / 33.77.
-    # A smaller feed-forward layer (d_ff 512) and vocabulary (6,000) make each step cheaper and scored higher on val
-    # in 30 minutes on one machine (avx512_bf16, both recipes back to back): val 37.58 (final) / 37.56 (last 2) after
-    # 3,241 steps at 0.577 s/step, against 36.92 / 36.63 after 2,714 at 0.672 s/step with d_ff 1,024 and 8,000
-    # tokens; test2016 37.11 / 37.06 against 36.73 / 36.66 (docs/train.md "Pre-LayerNorm for a time budget").
+    # A smaller feed-forward layer (d_ff 512) and vocabulary (6,000): 5.5M parameters against 7.6M, about 20 % more
+    # steps in a budget. 30 minutes on one machine (avx512_bf16), two seeds, each pair back to back: val 37.58 / 37.56
+    # (final / last 2; seed 42) and 37.21 / 37.45 (seed 1) against 36.92 / 36.63 and 37.60 / 37.68 with d_ff 1,024
+    # and 8,000 tokens -- +0.13 / +0.35 on average, one seed each way, within the seed noise, for a model a quarter
+    # smaller; test2016 37.11 and 36.46 against 36.73 and 36.11 (final weights; docs/train.md "Pre-LayerNorm for a
+    # time budget").
     "multi30k-pre-ln": Preset(
         description="`multi30k` with pre-LayerNorm blocks (not the paper's layout), d_ff 512, a 6,000-token "
                     "vocabulary and peak 0.003: the most BLEU per CPU-minute on small data; cannot be exported to "

@@ -114,8 +114,8 @@ PRESETS: dict[str, Preset] = {
     # time budget").
     "multi30k-pre-ln": Preset(
         description="`multi30k` with pre-LayerNorm blocks (not the paper's layout), d_ff 512, a 6,000-token "
-                    "vocabulary and peak 0.003: the most BLEU per CPU-minute on small data; cannot be exported to "
-                    "MarianMTModel (docs/train.md).",
+                    "vocabulary and peak 0.003: more BLEU per CPU-minute than `multi30k` on small data; cannot be "
+                    "exported to MarianMTModel (docs/train.md).",
         model={**MULTI30K.model, "normalize_before": True, "encoder_ffn_dim": 512, "decoder_ffn_dim": 512},
         data={**MULTI30K.data, "vocab_size": 6000},
         training={**MULTI30K.training, "learning_rate": 0.003}, generation=dict(MULTI30K.generation),

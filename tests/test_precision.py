@@ -52,3 +52,83 @@ def test_gpu_gets_the_usual_mixed_precision(monkeypatch):
         assert precision.default_precision()[0] == expected
     monkeypatch.setattr(precision, "cpu_flags", lambda cpuinfo="/proc/cpuinfo": set())
     assert precision.default_precision(use_cpu=True)[0] == {"bf16": False}  # --use_cpu on a GPU machine
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# With bf16 autocast on the CPU, attention of short batches by PyTorch's math kernel (its flash kernel's bf16 backward
+# is slower there); the oracle for the numbers is the flash kernel itself, chosen by torch's default dispatch.
+
+
+def _attention_kernels_run(step) -> set[str]:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    names = {event.key for event in prof.key_averages()}
+    return {kernel for kernel, op in [("flash", "aten::_scaled_dot_product_flash_attention_for_cpu"),
+                                      ("math", "aten::_scaled_dot_product_attention_math")] if op in names}
+
+
+def _trainer_and_inputs(tmp_path, seed: int, length: int, bf16: bool):
+    from helpers import random_batch, tiny_model
+    from training.trainer import TranslationTrainer, TranslationTrainingArguments
+
+    model = tiny_model(seed, max_position_embeddings=256).train()
+    args = TranslationTrainingArguments(output_dir=str(tmp_path), learning_rate=1e-3, report_to="none",
+                                        use_cpu=True, bf16=bf16)
+    trainer = TranslationTrainer(model=model, args=args)
+    input_ids, attention_mask = random_batch(seed, length=length)
+    labels, _ = random_batch(seed + 100, length=length - 1)
+    inputs = dict(input_ids=input_ids, attention_mask=attention_mask,
+                  decoder_input_ids=model.prepare_decoder_input_ids_from_labels(labels), labels=labels)
+    return trainer, inputs
+
+
+@pytest.mark.parametrize("length, bf16, kernel", [(12, True, "math"), (precision.MATH_ATTENTION_MAX_LENGTH, True, "math"),
+                                                  (precision.MATH_ATTENTION_MAX_LENGTH + 20, True, "flash"),
+                                                  (12, False, "flash")])
+def test_bf16_training_steps_on_the_cpu_use_the_math_attention_kernel_for_short_batches(tmp_path, seed, length, bf16,
+                                                                                       kernel):
+    trainer, inputs = _trainer_and_inputs(tmp_path, seed, length, bf16)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):  # as accelerate runs the prepared model
+        assert _attention_kernels_run(lambda: trainer.training_step(trainer.model, dict(inputs))) == {kernel}
+    assert precision.uses_math_attention(trainer.args, inputs) is (kernel == "math")
+    assert ("math kernel" in precision.precision_in_use(trainer.args)) is bf16
+
+
+def test_the_math_kernel_step_computes_the_flash_kernels_loss_and_gradients(tmp_path, seed):
+    trainer, inputs = _trainer_and_inputs(tmp_path, seed, 14, bf16=True)
+    model = trainer.model
+    for module in model.modules():  # the same function both times: no dropout masks drawn
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    model.config.attention_dropout = 0.0
+    for layer in model.modules():
+        if hasattr(layer, "dropout") and isinstance(layer.dropout, float):
+            layer.dropout = 0.0
+
+    def gradients(step):
+        model.zero_grad(set_to_none=True)
+        loss = step()
+        return loss.item(), [p.grad.float().clone() for p in model.parameters() if p.grad is not None]
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # as accelerate wraps the prepared model's forward
+        ours = gradients(lambda: trainer.training_step(model, dict(inputs)))
+    exact = gradients(lambda: _backward(trainer.compute_loss(model, dict(inputs))))  # fp32, no autocast
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # the flash kernel, as torch picks it by default
+        assert _attention_kernels_run(lambda: model(**inputs).loss) == {"flash"}
+        flash = gradients(lambda: _backward(trainer.compute_loss(model, dict(inputs))))
+
+    def error(run):  # relative distance of all gradients from fp32's
+        difference = torch.cat([(mine - true).flatten() for mine, true in zip(run[1], exact[1])])
+        true = torch.cat([gradient.flatten() for gradient in exact[1]])
+        return (torch.linalg.vector_norm(difference) / torch.linalg.vector_norm(true)).item()
+
+    assert len(ours[1]) == len(flash[1]) == len(exact[1]) > 0
+    assert abs(ours[0] - exact[0]) <= 2 * abs(flash[0] - exact[0]) + 1e-3 * exact[0]
+    assert 0 < error(ours) <= 2 * error(flash) and error(ours) < 0.2  # bf16 rounding, no more than flash's
+
+
+def _backward(loss):
+    loss.backward()
+    return loss.detach()

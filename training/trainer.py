@@ -31,6 +31,7 @@ from .budget import (
     TimeBudget,
     elapsed_on_the_main_process,
 )
+from .precision import attention_kernel
 
 
 @dataclass
@@ -248,6 +249,12 @@ class TranslationTrainer(Seq2SeqTrainer):
         self.add_callback(self.time_budget)
         if self.pop_callback(ProgressCallback) is not None:
             self.add_callback(MinutesProgressBar(args.max_train_minutes))
+
+    def training_step(self, model, inputs, *args, **kwargs):
+        """The Trainer's step; with bf16 autocast on the CPU, attention of short batches by the math kernel (the flash
+        kernel's bf16 backward is slower there: training/precision.py)."""
+        with attention_kernel(self.args, inputs):
+            return super().training_step(model, inputs, *args, **kwargs)
 
     def create_scheduler(self, num_training_steps: int, optimizer=None):
         """A time-budget run follows its plan (`BudgetSchedule`); any other the Trainer's `--lr_scheduler_type`."""

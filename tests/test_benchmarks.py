@@ -231,3 +231,34 @@ def test_cpu_processes_benchmark_refuses_bad_counts_in_one_line(capsys):
         with pytest.raises(SystemExit):
             main([option, value])
         assert f"{option} must be at least {2 if option == '--processes' else 1}, got {value}" in capsys.readouterr().err
+
+
+def test_cpu_attention_benchmark_times_both_kernels_and_writes_its_section(tmp_path):
+    from benchmarks.cpu_attention import SECTION, main
+
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\n## Speed: other\n\nkept\n")
+    main(["--preset", "demo", "--steps", "2", "--repeats", "1", "--lengths", "16,40", "--write",
+          "--results", str(results)])
+    text = results.read_text()
+    assert text.startswith("# Benchmark results\n\n## Speed: other\n\nkept\n\n" + SECTION)
+    operation = [line.split("|")[1:-1] for line in text.splitlines() if line.startswith(("| bf16 |", "| fp32 |"))]
+    assert [(row[0].strip(), int(row[1]), row[2].strip()) for row in operation] == [
+        (dtype, length, mask) for dtype in ("bf16", "fp32") for length in (16, 40) for mask in ("none", "causal")]
+    for row in operation:
+        flash, math, ratio = float(row[3]), float(row[4]), float(row[5].strip().rstrip("x"))
+        assert flash > 0 and math > 0 and ratio == pytest.approx(flash / math, rel=0.02, abs=0.01)
+    steps = [line.split("|") for line in text.splitlines() if line.startswith(("| flash (", "| math ("))]
+    assert len(steps) == 2
+    flash, math = float(steps[0][2]), float(steps[1][2])
+    assert flash > 0 and math > 0
+    assert float(steps[1][3].strip().rstrip("x")) == pytest.approx(flash / math, rel=0.1, abs=0.01)
+
+
+def test_cpu_attention_benchmark_refuses_bad_counts_in_one_line(capsys):
+    from benchmarks.cpu_attention import main
+
+    for option, value in (("--steps", "0"), ("--repeats", "-1")):
+        with pytest.raises(SystemExit):
+            main([option, value])
+        assert f"{option} must be at least 1, got {value}" in capsys.readouterr().err

@@ -20,6 +20,7 @@ to fp32's as the flash kernel's. On a CPU without bf16 matrix instructions bf16 
 """
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -30,7 +31,6 @@ if str(REPO_ROOT) not in sys.path:  # run from a checkout, installed or not
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.report import machine_description, publish, software_versions  # noqa: E402
-from benchmarks.training_step import BATCH_SHAPES  # noqa: E402
 
 SECTION = "## Attention on the CPU: flash kernel vs math kernel"
 LENGTHS = (16, 40, 100, 160, 192, 256)
@@ -41,6 +41,14 @@ def _kernel(name: str):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     return sdpa_kernel(SDPBackend.FLASH_ATTENTION if name == "flash" else SDPBackend.MATH)
+
+
+@contextlib.contextmanager
+def _bf16_with_kernel(name: str):
+    import torch
+
+    with torch.autocast("cpu", dtype=torch.bfloat16), _kernel(name):
+        yield
 
 
 def time_operation(length: int, dtype, causal: bool, repeats: int, tokens: int = 2048, heads: int = 4,
@@ -70,7 +78,7 @@ def time_training_step(preset: str, steps: int, seed: int = 0) -> dict[str, floa
     """Median seconds of the preset's bf16-autocast training step with torch's default kernel and with math."""
     import torch
 
-    from benchmarks.training_step import build
+    from benchmarks.training_step import build, random_batch, timed_step
     from training.presets import PRESETS
 
     vocab_size = PRESETS[preset].data["vocab_size"]
@@ -78,22 +86,11 @@ def time_training_step(preset: str, steps: int, seed: int = 0) -> dict[str, floa
     times = {name: [] for name in KERNELS}
     generator = torch.Generator().manual_seed(seed)
     for step in range(steps + 4):
-        sentences, source_length, target_length = BATCH_SHAPES[step % len(BATCH_SHAPES)]
-        source = torch.randint(4, vocab_size, (sentences, source_length), generator=generator)
-        decoder_input = torch.randint(4, vocab_size, (sentences, target_length), generator=generator)
-        labels = torch.randint(4, vocab_size, (sentences, target_length), generator=generator)
+        source, decoder_input, labels = random_batch(step, vocab_size, generator)
         for name in KERNELS if step % 2 == 0 else reversed(KERNELS):
-            model, optimizer, loss_function = runs[name]
-            start = time.perf_counter()
-            with torch.autocast("cpu", dtype=torch.bfloat16), _kernel(name):
-                outputs = model(input_ids=source, attention_mask=torch.ones_like(source),
-                                decoder_input_ids=decoder_input)
-                loss = loss_function(outputs, labels, num_items_in_batch=labels.numel())
-                loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            seconds = timed_step(*runs[name], (source, decoder_input, labels), lambda: _bf16_with_kernel(name))
             if step >= 4:
-                times[name].append(time.perf_counter() - start)
+                times[name].append(seconds)
     return {name: statistics.median(values) for name, values in times.items()}
 
 

@@ -16,6 +16,7 @@ replaces this benchmark's section of benchmarks/RESULTS.md.
 """
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -51,6 +52,33 @@ def build(preset: str, variant: str, seed: int):
     return model, optimizer, loss
 
 
+def random_batch(step: int, vocab_size: int, generator, scale: float = 1.0):
+    """(source, decoder input, labels): random token ids shaped as BATCH_SHAPES[step], `scale` x its sentences."""
+    import torch
+
+    sentences, source_length, target_length = BATCH_SHAPES[step % len(BATCH_SHAPES)]
+    sentences = max(1, round(sentences * scale))
+    source = torch.randint(4, vocab_size, (sentences, source_length), generator=generator)
+    decoder_input = torch.randint(4, vocab_size, (sentences, target_length), generator=generator)
+    labels = torch.randint(4, vocab_size, (sentences, target_length), generator=generator)
+    return source, decoder_input, labels
+
+
+def timed_step(model, optimizer, loss_function, batch, context=contextlib.nullcontext) -> float:
+    """Seconds of one training step on `batch`: forward, loss and backward inside `context()`, then the optimiser."""
+    import torch
+
+    source, decoder_input, labels = batch
+    start = time.perf_counter()
+    with context():
+        outputs = model(input_ids=source, attention_mask=torch.ones_like(source), decoder_input_ids=decoder_input)
+        loss = loss_function(outputs, labels, num_items_in_batch=labels.numel())
+        loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return time.perf_counter() - start
+
+
 def measure(preset: str = "multi30k", steps: int = 40, max_tokens: int | None = None, seed: int = 0) -> dict:
     import torch
 
@@ -63,22 +91,12 @@ def measure(preset: str = "multi30k", steps: int = 40, max_tokens: int | None = 
     times = {variant: [] for variant in runs}
     generator = torch.Generator().manual_seed(seed)
     for step in range(steps + 4):
-        sentences, source_length, target_length = BATCH_SHAPES[step % len(BATCH_SHAPES)]
-        sentences = max(1, round(sentences * scale))
-        source = torch.randint(4, vocab_size, (sentences, source_length), generator=generator)
-        decoder_input = torch.randint(4, vocab_size, (sentences, target_length), generator=generator)
-        labels = torch.randint(4, vocab_size, (sentences, target_length), generator=generator)
+        source, decoder_input, labels = random_batch(step, vocab_size, generator, scale)
         order = list(runs) if step % 2 == 0 else list(reversed(runs))
         for variant in order:
-            model, optimizer, loss_function = runs[variant]
-            start = time.perf_counter()
-            outputs = model(input_ids=source, attention_mask=torch.ones_like(source), decoder_input_ids=decoder_input)
-            loss = loss_function(outputs, labels, num_items_in_batch=labels.numel())
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            seconds = timed_step(*runs[variant], (source, decoder_input, labels))
             if step >= 4:
-                times[variant].append(time.perf_counter() - start)
+                times[variant].append(seconds)
     medians = {variant: statistics.median(values) for variant, values in times.items()}
     return {"preset": preset, "steps": steps, "medians": medians,
             "ratio": medians["Trainer defaults"] / medians["ours"]}

@@ -8,8 +8,8 @@
 
 With bf16 autocast on the CPU the training step computes attention with PyTorch's math kernel (softmax(QK^T)V in
 matmuls, `sdpa_kernel(SDPBackend.MATH)`) instead of its CPU flash-attention kernel whenever the batch's longest
-sequence has at most `MATH_ATTENTION_MAX_LENGTH` tokens: the flash kernel's bf16 backward pass is 1.4-3x slower on
-such short sequences (2-core AMD EPYC with avx512_bf16: a `multi30k-pre-ln` step 0.38 s instead of 0.49 s;
+sequence has at most `MATH_ATTENTION_MAX_LENGTH` tokens: the flash kernel's bf16 backward pass is 1.2-3.5x slower on
+such short sequences (2-core AMD EPYC with avx512_bf16: a `multi30k-pre-ln` step 0.38 s instead of 0.48 s;
 `python -m benchmarks.cpu_attention`); from about 190 tokens on the flash kernel is as fast or faster. Both compute
 equation (1); in fp32 the two kernels are equally fast and the default (flash) stays.
 
@@ -19,7 +19,7 @@ equation (1); in fp32 the two kernels are equally fast and the default (flash) s
 import contextlib
 
 BF16_MATMUL_FLAGS = ("avx512_bf16", "amx_bf16")
-MATH_ATTENTION_MAX_LENGTH = 160  # flash / math time of a bf16 forward + backward: 1.45x at 160 tokens, 1.0x at 192
+MATH_ATTENTION_MAX_LENGTH = 160  # flash / math, bf16 forward + backward: 1.2x at 160 tokens, 0.85-0.9x at 192
 
 
 def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str]:

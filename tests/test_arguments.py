@@ -71,15 +71,15 @@ def test_help_shows_the_presets_defaults(capsys):
 
 
 def test_the_pre_ln_preset_is_multi30k_with_pre_layernorm_a_smaller_ffn_and_vocabulary_and_its_own_peak():
-    """`multi30k-pre-ln` changes the residual layout, the feed-forward size, the vocabulary and the peak learning rate
-    of `multi30k`, nothing else; the model it builds is pre-LayerNorm (a final LayerNorm on each stack) with d_ff 512
-    and `multi30k`'s is the paper's post-LN with d_ff 1,024."""
+    """`multi30k-pre-ln` changes the residual layout, the feed-forward size, the dropout, the vocabulary and the peak
+    learning rate of `multi30k`, nothing else; the model it builds is pre-LayerNorm (a final LayerNorm on each stack)
+    with d_ff 512 and dropout 0.2, and `multi30k`'s is the paper's post-LN with d_ff 1,024 and dropout 0.1."""
     from training.train import build_model
     from vanilla_transformer import VanillaTransformerConfig
 
     post, pre = PRESETS["multi30k"], PRESETS["multi30k-pre-ln"]
     assert pre.model["normalize_before"] and not post.model.get("normalize_before", False)
-    changed = {"normalize_before", "encoder_ffn_dim", "decoder_ffn_dim"}
+    changed = {"normalize_before", "encoder_ffn_dim", "decoder_ffn_dim", "dropout"}
     assert {k: v for k, v in pre.model.items() if k not in changed} == {
         k: v for k, v in post.model.items() if k not in changed}
     assert pre.model["encoder_ffn_dim"] == pre.model["decoder_ffn_dim"] == post.model["encoder_ffn_dim"] // 2
@@ -95,6 +95,7 @@ def test_the_pre_ln_preset_is_multi30k_with_pre_layernorm_a_smaller_ffn_and_voca
         assert (model.model.encoder.layer_norm is not None) is pre_ln
         assert (model.model.decoder.layer_norm is not None) is pre_ln
         assert model.config.encoder_ffn_dim == model.config.decoder_ffn_dim == (512 if pre_ln else 1024)
+        assert model.config.dropout == (0.2 if pre_ln else 0.1)
 
 
 class Tokenizer:  # the four ids and the length build_model reads

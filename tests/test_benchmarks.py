@@ -45,6 +45,23 @@ def _tiny_multi30k(folder: Path) -> Path:
     return folder
 
 
+def _decoded_in_float32(folder: Path, data: Path) -> str:
+    """The oracle for a row's scores: the folder's weights decoded afresh in float32 (the checkpoint's generation
+    config) and scored by sacreBLEU itself, as "BLEU / chrF"."""
+    import sacrebleu
+    import torch
+
+    from vanilla_transformer.translate import load_model_and_tokenizer, translate
+
+    model, tokenizer = load_model_and_tokenizer(str(folder))
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    sources = (data / "test_2016_flickr.en").read_text(encoding="utf-8").splitlines()
+    references = (data / "test_2016_flickr.de").read_text(encoding="utf-8").splitlines()
+    hypotheses = [h.strip() for h in translate(model, tokenizer, sources, batch_size=5)]
+    bleu = sacrebleu.BLEU(tokenize="char").corpus_score(hypotheses, [references]).score
+    return f"{bleu:.2f} / {sacrebleu.CHRF().corpus_score(hypotheses, [references]).score:.2f}"
+
+
 def test_multi30k_benchmark_trains_averages_decodes_and_writes_its_section(tmp_path):
     from benchmarks.benchmark_multi30k import main
 
@@ -66,13 +83,15 @@ def test_multi30k_benchmark_trains_averages_decodes_and_writes_its_section(tmp_p
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cpu_model() in cells[1]
     assert int(cells[2]) == state["global_step"] >= 1
-    final = json.loads((out / "all_results.json").read_text())  # the training run's own test-set scores
-    assert cells[3] == f"{final['test_bleu']:.2f} / {final['test_chrf']:.2f}"
+    # both weights decoded in float32, whatever precision the run trained and scored its test set in
+    assert cells[3] == _decoded_in_float32(out, data) and cells[4] == _decoded_in_float32(out / "averaged", data)
+    assert "test_bleu" in json.loads((out / "all_results.json").read_text())  # the run's own scores stay there
     for pair in cells[3:5]:  # final weights, then the averaged checkpoints: BLEU / chrF, both numbers
         bleu, chrf = (float(x) for x in pair.split(" / "))
         assert 0 <= bleu <= 100 and 0 <= chrf <= 100
     assert "python benchmarks/benchmark_multi30k.py --data_dir" in text
-    assert "Beam 4, length penalty 1.3 (the checkpoint's generation config)." in text  # what both scorings used
+    assert ("Both weights decoded in float32, beam 4, length penalty 1.3 (the checkpoint's generation config)."
+            in " ".join(text.split()))  # what both scorings used
 
 
 def test_recipe_sweep_replays_each_plan_scores_val_and_ranks_the_configurations(tmp_path, capsys):
@@ -182,12 +201,11 @@ def test_multi30k_benchmark_on_two_processes_splits_the_batch_and_reports_the_ru
     arguments = torch.load(out / "training_args.bin", weights_only=False)
     assert arguments.max_tokens == PRESETS["multi30k"].training["max_tokens"] // 2 and arguments.world_size == 2
     state = json.loads((out / "trainer_state.json").read_text())
-    final = json.loads((out / "all_results.json").read_text())
     row = next(line for line in results.read_text().splitlines() if line.startswith("| 0.05 min training"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[0].startswith("0.05 min training on 2 processes of one thread")
     assert int(cells[2]) == state["global_step"] >= 1
-    assert cells[3] == f"{final['test_bleu']:.2f} / {final['test_chrf']:.2f}"
+    assert cells[3] == _decoded_in_float32(out, data)
     assert (out / "averaged" / "model.safetensors").is_file()
 
 

@@ -469,8 +469,10 @@ def train(trainer, training_args, resume: str | None) -> dict:
         trainer.state = TrainerState.load_from_json(os.path.join(resume, "trainer_state.json"))
         return {}
     train_result = trainer.train(resume_from_checkpoint=resume)
-    print(f"Finished training on rank {training_args.process_index} of {training_args.world_size} "
-          f"(step {trainer.state.global_step})", flush=True)
+    # One write with its newline: processes sharing a pipe cannot split the line.
+    sys.stdout.write(f"Finished training on rank {training_args.process_index} of {training_args.world_size} "
+                     f"(step {trainer.state.global_step})\n")
+    sys.stdout.flush()
     return {f"train_{k}" if not k.startswith("train_") else k: v for k, v in train_result.metrics.items()}
 
 

@@ -255,6 +255,28 @@ def test_presets_set_the_paper_recipe_and_every_flag_overrides_them(tmp_path):
     assert parse_arguments(["--report_to", "none"])[2].report_to == []
 
 
+def test_the_model_line_names_the_regularisation_the_options_set():
+    """The `Model:` line printed at the start reports what was chosen: extra dropouts only where they are on."""
+    from translation_fixtures import tiny_tokenizer
+
+    from training.train import build_model, describe_model
+
+    data = ["--train_source", "a.en", "--train_target", "a.de", "--d_model", "32", "--ffn_dim", "64"]
+    lines = {}
+    for name, extra in (("preset", []), ("options", ["--dropout", "0.3", "--attention_dropout", "0.1",
+                                                       "--activation_dropout", "0.15", "--label_smoothing_factor",
+                                                       "0.2", "--length_penalty", "1.1"])):
+        data_args, model_args, args, _ = parse_arguments(["--preset", "multi30k-pre-ln", *data, *extra])
+        tokenizer = tiny_tokenizer()
+        model = build_model(model_args, PRESETS["multi30k-pre-ln"], tokenizer, None)
+        lines[name] = describe_model(model, tokenizer, args)
+    assert "pre-LayerNorm, dropout 0.2, label smoothing 0.1, " in lines["preset"]
+    assert "(attention" not in lines["preset"] and "activation" not in lines["preset"]
+    assert ("pre-LayerNorm, dropout 0.3 (attention 0.1, activation 0.15), label smoothing 0.2, "
+            f"vocabulary {len(tokenizer):,}") in lines["options"]
+    assert "d_model 32, 3+3 layers" in lines["options"] and "length penalty 1.1;" in lines["options"]
+
+
 def test_unknown_preset_and_bad_flags_exit_with_a_message(capsys):
     with pytest.raises(SystemExit):
         parse_arguments(["--preset", "huge"])

@@ -401,18 +401,27 @@ def prepare_model(model, tokenizer, data_args, model_args, training_args) -> Non
         # Decode at most as long as the longest target trained on (+ the start token): a half-trained model that
         # loops would otherwise run its beams to 256 tokens. The paper caps at input length + 50 (section 6.1).
         model.generation_config.max_length = min(model.generation_config.max_length, data_args.max_target_length + 1)
+    _log(training_args, describe_model(model, tokenizer, training_args))
+
+
+def describe_model(model, tokenizer, training_args) -> str:
+    """The `Model:` line printed once at the start: the shape, regularisation, schedule, decoding and precision."""
     from .precision import precision_in_use
 
+    config = model.config
     warmup = (f"{training_args.warmup_steps:g} of the steps" if training_args.warmup_steps < 1
               else f"{int(training_args.warmup_steps)} steps")
-    _log(training_args, f"Model: {model.num_parameters():,} parameters, d_model {model.config.d_model}, "
-         f"{model.config.encoder_layers}+{model.config.decoder_layers} layers, "
-         f"{'pre' if model.config.normalize_before else 'post'}-LayerNorm, dropout {model.config.dropout:g}, "
-         f"vocabulary {len(tokenizer):,}; "
-         f"peak learning rate {training_args.learning_rate:.3g} after a warmup of {warmup}; "
-         f"decoding: beam {model.generation_config.num_beams}, "
-         f"length penalty {model.generation_config.length_penalty:g}; "
-         f"{precision_in_use(training_args)}")
+    extra_dropout = [f"{name} {value:g}" for name, value in (("attention", config.attention_dropout),
+                                                             ("activation", config.activation_dropout)) if value]
+    return (f"Model: {model.num_parameters():,} parameters, d_model {config.d_model}, "
+            f"{config.encoder_layers}+{config.decoder_layers} layers, "
+            f"{'pre' if config.normalize_before else 'post'}-LayerNorm, dropout {config.dropout:g}"
+            f"{' (' + ', '.join(extra_dropout) + ')' if extra_dropout else ''}, "
+            f"label smoothing {training_args.label_smoothing_factor:g}, vocabulary {len(tokenizer):,}; "
+            f"peak learning rate {training_args.learning_rate:.3g} after a warmup of {warmup}; "
+            f"decoding: beam {model.generation_config.num_beams}, "
+            f"length penalty {model.generation_config.length_penalty:g}; "
+            f"{precision_in_use(training_args)}")
 
 
 def build_trainer(model, tokenizer, splits, data_args, training_args, state: "RunState", callbacks=None):

@@ -257,9 +257,8 @@ def test_presets_set_the_paper_recipe_and_every_flag_overrides_them(tmp_path):
 
 def test_the_model_line_names_the_regularisation_the_options_set():
     """The `Model:` line printed at the start reports what was chosen: extra dropouts only where they are on."""
-    from translation_fixtures import tiny_tokenizer
-
     from training.train import build_model, describe_model
+    from translation_fixtures import tiny_tokenizer
 
     data = ["--train_source", "a.en", "--train_target", "a.de", "--d_model", "32", "--ffn_dim", "64"]
     lines = {}

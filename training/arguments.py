@@ -51,6 +51,10 @@ class DataArguments:
     tokenizer_name: str | None = field(default=None, metadata={
         "help": "A tokenizer to use (folder or Hub id). Default: train a shared BPE vocabulary on the training data."})
     vocab_size: int = field(default=8000, metadata={"help": "Size of the BPE vocabulary trained on the data."})
+    bpe_dropout: float = field(default=0.0, metadata={
+        "help": "BPE-dropout (Provilkov et al. 2020): while training, each BPE merge is skipped with this "
+                "probability, so the training sentences are segmented anew every time (0.1 in the paper; 0: off). "
+                "Needs a fast BPE tokenizer (the one trained on the data is); evaluation is not affected."})
     dataset_card_name: str | None = field(default=None, metadata={
         "help": "Name of the data set in the model card. Default: --dataset_name, the folder of the text files, or "
                 "the demo corpus's description."})
@@ -63,6 +67,10 @@ class DataArguments:
                 "text (as the dataset's *.lc.norm.tok files), no further tokenisation (training/metrics.py)."})
     num_sample_translations: int = field(default=0, metadata={
         "help": "At the end, print this many test translations made by pipeline('translation', model=output_dir)."})
+
+    def __post_init__(self):
+        if not (0.0 <= self.bpe_dropout < 1.0):  # also NaN
+            raise ValueError(f"--bpe_dropout must be at least 0 and below 1, got {self.bpe_dropout}")
 
 
 @dataclass

@@ -115,11 +115,12 @@ def demo_splits(train_size: int, seed: int, source_lang: str = "en", target_lang
     return {split: Dataset.from_dict(columns) for split, columns in raw.items()}
 
 
-def tokenize_splits(splits, tokenizer, max_source_length: int, max_target_length: int):
+def tokenize_splits(splits, tokenizer, max_source_length: int, max_target_length: int, keep_train_text: bool = False):
     """Tokenize every split: input_ids/attention_mask from `source`, labels from `target` (truncated, with </s>).
 
     Training pairs with an empty side are dropped; the training split keeps `source_length` and `target_length`
-    (tokens) for batching by length. The validation and test splits are sorted by source length,
+    (tokens) for batching by length, and with `keep_train_text` its `source` and `target` strings too (for
+    `SubwordDropout`, which segments them anew each time). The validation and test splits are sorted by source length,
     longest first, so that generation pads little. Returns ({split: tokenized dataset}, {split: texts}), where the
     texts of an evaluation split are its raw `source` and `target` strings (the BLEU references) in the sorted
     order, and `index`, each pair's line number in the original order.
@@ -147,10 +148,63 @@ def tokenize_splits(splits, tokenizer, max_source_length: int, max_target_length
             dataset = dataset.add_column("index", list(range(len(dataset))))
         dataset = dataset.map(encode, batched=True, desc=f"Tokenizing {split}")
         if split == "train":  # the lengths stay for the token-budget sampler (the Trainer drops them from batches)
-            tokenized[split] = dataset.remove_columns(["source", "target"])
+            tokenized[split] = dataset if keep_train_text else dataset.remove_columns(["source", "target"])
         else:
             longest_first = np.argsort(-np.asarray(dataset["source_length"]), kind="stable")
             dataset = dataset.select(longest_first)
             texts[split] = {column: list(dataset[column]) for column in ("source", "target", "index")}
             tokenized[split] = dataset.select_columns(["input_ids", "attention_mask", "labels"])
     return tokenized, texts
+
+
+class SubwordDropout:
+    """BPE-dropout (Provilkov et al., ACL 2020): the training pairs, segmented anew each time they are read.
+
+    Each merge of the BPE vocabulary is skipped with probability `dropout` while a word is segmented, so a word is
+    seen split in many ways over the epochs ("▁bush es." one time, "▁bus h es." another) and the model cannot learn
+    the training sentences by heart as sequences of fixed tokens; decoding and evaluation use the plain segmentation.
+    Provilkov et al. use 0.1 on both sides. A map-style dataset for the training DataLoader: `dataset` is the
+    training split of `tokenize_splits(..., keep_train_text=True)`; item i is {input_ids, attention_mask, labels}
+    of pair i, truncated as the plain ones. `source_lengths` and `target_lengths` are the plain segmentation's,
+    for batching by length (a pair split finer is a little longer; the batches keep their sentences).
+
+    The segmentation is drawn by the `tokenizers` library's own random generator, which cannot be seeded: runs with
+    BPE-dropout are not repeatable token for token (a resumed run still gets the same batches of pairs).
+    """
+
+    def __init__(self, dataset, tokenizer, dropout: float, max_source_length: int, max_target_length: int):
+        import copy
+
+        from tokenizers import models
+
+        if not 0 < dropout < 1:
+            raise ValueError(f"BPE-dropout must lie between 0 and 1 (exclusive), got {dropout}.")
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is None or not isinstance(backend.model, models.BPE):
+            kind = type(backend.model).__name__ if backend is not None else f"slow {type(tokenizer).__name__}"
+            raise DataError(f"BPE-dropout needs a fast BPE tokenizer; this tokenizer is a {kind} one.")
+        missing = {"source", "target", "source_length", "target_length"} - set(dataset.column_names)
+        if missing:
+            raise ValueError(f"SubwordDropout needs the training split with its texts (tokenize_splits(..., "
+                             f"keep_train_text=True)); it lacks {', '.join(sorted(missing))}.")
+        self.sources, self.targets = list(dataset["source"]), list(dataset["target"])
+        self.source_lengths, self.target_lengths = list(dataset["source_length"]), list(dataset["target_length"])
+        self.tokenizer = copy.deepcopy(tokenizer)  # the saved tokenizer keeps segmenting deterministically
+        self.tokenizer.backend_tokenizer.model.dropout = dropout
+        self.dropout = dropout
+        self.max_source_length, self.max_target_length = max_source_length, max_target_length
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+    def __getitems__(self, indices: list[int]) -> list[dict]:
+        """A whole batch in one call of the tokenizer (the DataLoader uses this when the dataset has it)."""
+        encoded = self.tokenizer([self.sources[i] for i in indices], max_length=self.max_source_length,
+                                 truncation=True)
+        labels = self.tokenizer(text_target=[self.targets[i] for i in indices], max_length=self.max_target_length,
+                                truncation=True)["input_ids"]
+        return [{"input_ids": ids, "attention_mask": mask, "labels": target}
+                for ids, mask, target in zip(encoded["input_ids"], encoded["attention_mask"], labels)]
+
+    def __getitem__(self, index: int) -> dict:
+        return self.__getitems__([index])[0]

@@ -32,6 +32,7 @@ from .budget import BudgetPlan
 from .data import (
     SPLITS,
     DataError,
+    SubwordDropout,
     demo_splits,
     language_from_extension,
     load_hub_dataset,
@@ -401,10 +402,10 @@ def prepare_model(model, tokenizer, data_args, model_args, training_args) -> Non
         # Decode at most as long as the longest target trained on (+ the start token): a half-trained model that
         # loops would otherwise run its beams to 256 tokens. The paper caps at input length + 50 (section 6.1).
         model.generation_config.max_length = min(model.generation_config.max_length, data_args.max_target_length + 1)
-    _log(training_args, describe_model(model, tokenizer, training_args))
+    _log(training_args, describe_model(model, tokenizer, training_args, bpe_dropout=data_args.bpe_dropout))
 
 
-def describe_model(model, tokenizer, training_args) -> str:
+def describe_model(model, tokenizer, training_args, bpe_dropout: float = 0.0) -> str:
     """The `Model:` line printed once at the start: the shape, regularisation, schedule, decoding and precision."""
     from .precision import precision_in_use
 
@@ -417,7 +418,8 @@ def describe_model(model, tokenizer, training_args) -> str:
             f"{config.encoder_layers}+{config.decoder_layers} layers, "
             f"{'pre' if config.normalize_before else 'post'}-LayerNorm, dropout {config.dropout:g}"
             f"{' (' + ', '.join(extra_dropout) + ')' if extra_dropout else ''}, "
-            f"label smoothing {training_args.label_smoothing_factor:g}, vocabulary {len(tokenizer):,}; "
+            f"label smoothing {training_args.label_smoothing_factor:g}, vocabulary {len(tokenizer):,}"
+            f"{f' (BPE-dropout {bpe_dropout:g})' if bpe_dropout else ''}; "
             f"peak learning rate {training_args.learning_rate:.3g} after a warmup of {warmup}; "
             f"decoding: beam {model.generation_config.num_beams}, "
             f"length penalty {model.generation_config.length_penalty:g}; "
@@ -431,7 +433,15 @@ def build_trainer(model, tokenizer, splits, data_args, training_args, state: "Ru
     from .metrics import bleu_metric
     from .trainer import TranslationTrainer
 
-    tokenized, texts = tokenize_splits(splits, tokenizer, data_args.max_source_length, data_args.max_target_length)
+    tokenized, texts = tokenize_splits(splits, tokenizer, data_args.max_source_length, data_args.max_target_length,
+                                       keep_train_text=data_args.bpe_dropout > 0)
+    train_dataset = tokenized["train"]
+    if data_args.bpe_dropout > 0:
+        try:
+            train_dataset = SubwordDropout(train_dataset, tokenizer, data_args.bpe_dropout,
+                                           data_args.max_source_length, data_args.max_target_length)
+        except DataError as error:
+            raise UsageError(f"--bpe_dropout {data_args.bpe_dropout:g}: {error}") from None
     eval_dataset = tokenized.get("validation")
     if training_args.eval_strategy != "no" and eval_dataset is None:
         raise UsageError(f"--eval_strategy {training_args.eval_strategy} needs a validation split "
@@ -445,7 +455,7 @@ def build_trainer(model, tokenizer, splits, data_args, training_args, state: "Ru
         model=model,
         args=training_args,
         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
-        train_dataset=tokenized["train"],
+        train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         processing_class=tokenizer,
         compute_metrics=compute_metrics,
@@ -574,6 +584,8 @@ def training_summary(data_args, training_args, model, trainer, state: "RunState"
         "checkpoint averaging": f"last {state.averaged} checkpoints" if state.averaged else "none",
         "training time": f"{metrics.get('train_runtime', 0) / 60:.1f} min",
     }
+    if data_args.bpe_dropout:
+        summary["BPE-dropout"] = f"{data_args.bpe_dropout:g} (Provilkov et al. 2020; training only)"
     if state.budget:
         summary["time budget"] = state.budget.describe()
     return summary

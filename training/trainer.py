@@ -215,8 +215,11 @@ class TranslationTrainer(Seq2SeqTrainer):
         self.run_state = run_state  # training.train.RunState: what the model card says about the run
         self.token_batch_sampler = None
         if self.args.max_tokens and self.train_dataset is not None:
-            columns = self.train_dataset.column_names
-            if "source_length" in columns and "target_length" in columns:
+            columns = getattr(self.train_dataset, "column_names", ())
+            if hasattr(self.train_dataset, "source_lengths"):  # training.data.SubwordDropout
+                source_lengths = self.train_dataset.source_lengths
+                target_lengths = self.train_dataset.target_lengths
+            elif "source_length" in columns and "target_length" in columns:
                 source_lengths = list(self.train_dataset["source_length"])
                 target_lengths = list(self.train_dataset["target_length"])
             else:
@@ -342,7 +345,9 @@ class TranslationTrainer(Seq2SeqTrainer):
     def get_train_dataloader(self) -> DataLoader:
         if self.token_batch_sampler is None:
             return super().get_train_dataloader()
-        dataset = self._remove_unused_columns(self.train_dataset, description="training")
+        dataset = self.train_dataset
+        if hasattr(dataset, "column_names"):  # a datasets.Dataset (not training.data.SubwordDropout)
+            dataset = self._remove_unused_columns(dataset, description="training")
         dataloader = DataLoader(
             dataset,
             batch_sampler=self.token_batch_sampler,

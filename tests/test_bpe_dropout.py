@@ -1,0 +1,128 @@
+"""BPE-dropout (`--bpe_dropout`, training.data.SubwordDropout): training pairs segmented anew on every read.
+
+Oracles: the tokenizer's own plain segmentation and decoder (`tokenizers`), the vocabulary's characters (a merge
+dropped every time leaves single characters), the Trainer's batches as the model received them.
+"""
+
+import json
+
+import pytest
+import torch
+from datasets import Dataset
+
+from training.data import SubwordDropout, tokenize_splits
+from training.train import main as train_main
+from translation_fixtures import ENGLISH, GERMAN, tiny_tokenizer
+
+
+def _training_split(tokenizer, repeats: int = 4):
+    splits = {"train": Dataset.from_dict({"source": ENGLISH * repeats, "target": GERMAN * repeats})}
+    return tokenize_splits(splits, tokenizer, 64, 64, keep_train_text=True)[0]["train"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_each_read_is_a_new_segmentation_of_the_same_text(seed):
+    torch.manual_seed(seed)
+    tokenizer = tiny_tokenizer()
+    train = _training_split(tokenizer)
+    data = SubwordDropout(train, tokenizer, 0.3, 64, 64)
+    assert (data.source_lengths, data.target_lengths) == (train["source_length"], train["target_length"])
+    indices = torch.randperm(len(data))[:12].tolist()
+    vocabulary = tokenizer.get_vocab()
+    seen, plain_length, dropped_length = {}, 0, 0
+    for _ in range(5):
+        for i, item in zip(indices, data.__getitems__(indices)):
+            for ids, plain, mask in ((item["input_ids"], train[i]["input_ids"], item["attention_mask"]),
+                                     (item["labels"], train[i]["labels"], None)):
+                # the same text in other pieces: every piece is in the vocabulary, the sequence ends with </s>
+                assert tokenizer.decode(ids, skip_special_tokens=True) == tokenizer.decode(plain,
+                                                                                           skip_special_tokens=True)
+                assert ids[-1] == tokenizer.eos_token_id and all(0 <= t < len(vocabulary) for t in ids)
+                assert mask is None or mask == [1] * len(ids)
+                plain_length, dropped_length = plain_length + len(plain), dropped_length + len(ids)
+                seen.setdefault((i, mask is None), set()).add(tuple(ids))
+    assert dropped_length > plain_length  # fewer merges, more pieces
+    assert sum(len(segmentations) > 1 for segmentations in seen.values()) > len(seen) / 2
+    # the tokenizer that is saved with the model still segments as before
+    assert tokenizer(ENGLISH)["input_ids"] == tiny_tokenizer()(ENGLISH)["input_ids"]
+    assert tokenizer.backend_tokenizer.model.dropout is None
+
+
+def test_a_merge_dropped_every_time_leaves_single_characters():
+    tokenizer = tiny_tokenizer()
+    data = SubwordDropout(_training_split(tokenizer, repeats=1), tokenizer, 0.99999, 64, 64)
+    pieces = [piece for item in data.__getitems__(list(range(len(data))))
+              for piece in tokenizer.convert_ids_to_tokens(item["input_ids"][:-1] + item["labels"][:-1])]
+    assert len(pieces) > 300
+    assert sum(len(piece) == 1 for piece in pieces) / len(pieces) > 0.99
+
+
+def test_dropped_merges_are_truncated_like_the_plain_segmentation():
+    tokenizer = tiny_tokenizer()
+    splits = {"train": Dataset.from_dict({"source": ENGLISH, "target": GERMAN})}
+    train = tokenize_splits(splits, tokenizer, 7, 5, keep_train_text=True)[0]["train"]
+    for item in SubwordDropout(train, tokenizer, 0.5, 7, 5).__getitems__(list(range(len(ENGLISH)))):
+        assert len(item["input_ids"]) == 7 and len(item["labels"]) == 5  # every caption is longer
+        assert item["input_ids"][-1] == item["labels"][-1] == tokenizer.eos_token_id
+
+
+def test_a_tokenizer_without_bpe_merges_is_refused_in_one_line():
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    from training.data import DataError
+
+    word_level = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.WordLevel({"<unk>": 0, "a": 1}, unk_token="<unk>")), unk_token="<unk>")
+    train = _training_split(tiny_tokenizer(), repeats=1)
+    with pytest.raises(DataError, match=r"^BPE-dropout needs a fast BPE tokenizer; this tokenizer is a WordLevel one\.$"):
+        SubwordDropout(train, word_level, 0.1, 64, 64)
+    with pytest.raises(ValueError, match="lacks source, target"):
+        SubwordDropout(train.remove_columns(["source", "target"]), tiny_tokenizer(), 0.1, 64, 64)
+
+
+@pytest.mark.parametrize("value", ["1", "-0.1", "nan"])
+def test_a_bpe_dropout_outside_zero_to_one_stops_the_run_with_one_line(tmp_path, capsys, value):
+    with pytest.raises(SystemExit):
+        train_main(["--bpe_dropout", value, "--output_dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith(f"--bpe_dropout must be at least 0 and below 1, got {float(value)}")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_run_with_bpe_dropout_trains_on_new_segmentations_and_saves_the_plain_tokenizer(tmp_path, monkeypatch,
+                                                                                        capsys):
+    from test_training import tiny
+    from transformers import AutoTokenizer
+
+    read = []
+    original = SubwordDropout.__getitems__
+
+    def recording(self, indices):
+        items = original(self, indices)
+        read.extend((i, tuple(item["input_ids"]), tuple(item["labels"])) for i, item in zip(indices, items))
+        return items
+
+    monkeypatch.setattr(SubwordDropout, "__getitems__", recording)
+    out = tmp_path / "run"
+    train_main(["--output_dir", str(out), "--max_steps", "12", "--save_steps", "12", "--bpe_dropout", "0.25",
+                *tiny(demo_train_size=60, max_tokens=120)])
+    assert "(BPE-dropout 0.25);" in capsys.readouterr().out  # the Model line
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert json.loads((out / "tokenizer.json").read_text())["model"]["dropout"] is None
+    assert "**BPE-dropout**: 0.25" in (out / "README.md").read_text()
+
+    # the model was fed the pairs of the demo corpus, split otherwise than the saved tokenizer splits them
+    from training.data import demo_splits
+
+    train = demo_splits(60, 42)["train"]
+    assert len(read) >= 12 and len({i for i, _, _ in read}) > 30
+    differ = 0
+    for i, source, labels in read:
+        plain = tokenizer(train[i]["source"], text_target=train[i]["target"])
+        assert tokenizer.decode(source, skip_special_tokens=True) == tokenizer.decode(plain["input_ids"],
+                                                                                      skip_special_tokens=True)
+        assert tokenizer.decode(labels, skip_special_tokens=True) == tokenizer.decode(plain["labels"],
+                                                                                      skip_special_tokens=True)
+        differ += (list(source), list(labels)) != (plain["input_ids"], plain["labels"])
+    assert differ > len(read) / 4

@@ -1,7 +1,8 @@
-"""BPE-dropout (`--bpe_dropout`, training.data.SubwordDropout): training pairs segmented anew on every read.
+"""BPE-dropout (`--bpe_dropout`, training.data.SubwordDropout): training pairs segmented anew for every epoch.
 
 Oracles: the tokenizer's own plain segmentation and decoder (`tokenizers`), the vocabulary's characters (a merge
-dropped every time leaves single characters), the Trainer's batches as the model received them.
+dropped every time leaves single characters), the Trainer's batches as the model received them, the padded size of
+the batches cut by the plain lengths, a second process (torch.distributed, gloo).
 """
 
 import json
@@ -10,6 +11,7 @@ import pytest
 import torch
 from datasets import Dataset
 
+from training.batching import TokenBudgetBatchSampler
 from training.data import SubwordDropout, tokenize_splits
 from training.train import main as train_main
 from translation_fixtures import ENGLISH, GERMAN, tiny_tokenizer
@@ -21,7 +23,7 @@ def _training_split(tokenizer, repeats: int = 4):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_each_read_is_a_new_segmentation_of_the_same_text(seed):
+def test_each_epoch_is_a_new_segmentation_of_the_same_text(seed):
     torch.manual_seed(seed)
     tokenizer = tiny_tokenizer()
     train = _training_split(tokenizer)
@@ -30,7 +32,9 @@ def test_each_read_is_a_new_segmentation_of_the_same_text(seed):
     indices = torch.randperm(len(data))[:12].tolist()
     vocabulary = tokenizer.get_vocab()
     seen, plain_length, dropped_length = {}, 0, 0
-    for _ in range(5):
+    for epoch in range(5):
+        data.set_epoch(epoch)
+        assert data.__getitems__(indices) == data.__getitems__(indices)  # one segmentation per epoch
         for i, item in zip(indices, data.__getitems__(indices)):
             for ids, plain, mask in ((item["input_ids"], train[i]["input_ids"], item["attention_mask"]),
                                      (item["labels"], train[i]["labels"], None)):
@@ -126,3 +130,62 @@ def test_a_run_with_bpe_dropout_trains_on_new_segmentations_and_saves_the_plain_
                                                                                       skip_special_tokens=True)
         differ += (list(source), list(labels)) != (plain["input_ids"], plain["labels"])
     assert differ > len(read) / 4
+
+
+def _padded(batches, source_lengths, target_lengths):
+    return sum(len(b) * (max(source_lengths[i] for i in b) + max(target_lengths[i] for i in b)) for b in batches)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_batches_of_an_epoch_hold_neighbouring_pairs_sorted_by_its_segmentation(seed):
+    torch.manual_seed(seed)
+    tokenizer = tiny_tokenizer()
+    train = _training_split(tokenizer, repeats=20)
+    data = SubwordDropout(train, tokenizer, 0.3, 64, 64)
+    plain = TokenBudgetBatchSampler(data.source_lengths, data.target_lengths, max_tokens=150, seed=seed)
+    sampler = TokenBudgetBatchSampler(data.source_lengths, data.target_lengths, max_tokens=150, seed=seed,
+                                      epoch_lengths=data.epoch_lengths, regroup=4)
+    assert len(plain.batches) >= 12
+    for epoch in range(3):
+        plain.set_epoch(epoch)
+        sampler.set_epoch(epoch)
+        batches = list(sampler)
+        source_lengths, target_lengths = data.epoch_lengths(epoch)
+        assert len(batches) == len(sampler) == len(plain)
+        assert sorted(i for b in batches for i in b) == list(range(len(data)))  # every pair once
+        cut = sampler.batches_of_epoch()
+        for start in range(0, len(plain.batches), 4):  # the same pairs in each run of 4 batches, the same sizes
+            group, regrouped = plain.batches[start:start + 4], cut[start:start + 4]
+            assert [len(b) for b in group] == [len(b) for b in regrouped]
+            assert sorted(i for b in group for i in b) == sorted(i for b in regrouped for i in b)
+        # in the epoch's segmentation they pad less than the batches cut by the plain lengths
+        assert _padded(batches, source_lengths, target_lengths) < _padded(list(plain), source_lengths, target_lengths)
+        # and the model reads the epoch's pieces
+        read = data.__getitems__(batches[0])
+        assert [len(item["input_ids"]) for item in read] == [source_lengths[i] for i in batches[0]]
+
+
+def _segment_in_process(rank, folder):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{folder}/rendezvous", rank=rank, world_size=2)
+    try:
+        tokenizer = tiny_tokenizer()
+        data = SubwordDropout(_training_split(tokenizer), tokenizer, 0.5, 64, 64)
+        data.set_epoch(0)
+        (folder / f"rank{rank}.json").write_text(json.dumps([data.input_ids, data.labels]))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_several_processes_batch_the_segmentation_of_the_first(tmp_path):
+    import torch.multiprocessing as mp
+
+    mp.spawn(_segment_in_process, args=(tmp_path,), nprocs=2)
+    first, second = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert first == second
+    # without the broadcast two segmentations at 0.5 would differ: the oracle is a fresh one here
+    tokenizer = tiny_tokenizer()
+    alone = SubwordDropout(_training_split(tokenizer), tokenizer, 0.5, 64, 64)
+    alone.set_epoch(0)
+    assert [alone.input_ids, alone.labels] != first

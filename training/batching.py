@@ -12,9 +12,15 @@ The batches are made once (fairseq's scheme): pairs sorted by length, ties broke
 epoch then visits the batches in a new random order seeded by (seed, epoch). So the number of batches is fixed,
 which the Trainer needs for its step counting, and a resumed run sees exactly the batches the interrupted one would
 have. Under `accelerate launch`/`torchrun`, accelerate hands out whole batches round-robin to the processes.
+
+Where the pairs are segmented anew for every epoch (BPE-dropout, `training.data.SubwordDropout`), the lengths of an
+epoch differ from the ones the batches were cut by, and a batch would pad to its most finely split pair. The sampler
+is then given `epoch_lengths`: in every run of `regroup` neighbouring batches it sorts the pairs by that epoch's
+lengths and deals them out again into batches of the same sizes, so the batches stay as many and as large as before,
+hold pairs of about the same length, and pad little; which pairs lie near each other never changes.
 """
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 from torch.utils.data import Sampler
@@ -30,6 +36,8 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         source_lengths, target_lengths: token counts of each pair (after tokenization, with `</s>`).
         max_tokens: the budget per batch (per device).
         seed: seeds the tie-breaking and the per-epoch order; every process must use the same one.
+        epoch_lengths: for pairs segmented anew every epoch, epoch -> (source lengths, target lengths) of that epoch;
+            the pairs of every `regroup` neighbouring batches are then sorted by those and dealt out again.
     """
 
     batch_size = None  # batches vary in size: tells accelerate's BatchSamplerShard to hand out whole batches
@@ -42,6 +50,8 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         max_tokens: int,
         *,
         seed: int = 0,
+        epoch_lengths: Callable[[int], tuple[Sequence[int], Sequence[int]]] | None = None,
+        regroup: int = 16,
     ):
         if len(source_lengths) != len(target_lengths):
             raise ValueError(
@@ -51,8 +61,11 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             raise ValueError("Cannot make batches from an empty dataset.")
         if max_tokens <= 0:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}.")
+        if regroup < 1:
+            raise ValueError(f"regroup must be at least 1, got {regroup}.")
         self.max_tokens = max_tokens
         self.seed = seed
+        self.epoch_lengths, self.regroup = epoch_lengths, regroup
         self.epoch = 0
         self.batches = self._make_batches(np.asarray(source_lengths), np.asarray(target_lengths))
 
@@ -78,10 +91,28 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         """Called by the Trainer (through accelerate) at the start of each epoch: picks that epoch's batch order."""
         self.epoch = epoch
 
+    def batches_of_epoch(self) -> list[list[int]]:
+        """The batches of the current epoch, in the order they were cut (regrouped by its lengths if it has any)."""
+        if self.epoch_lengths is None:
+            return self.batches
+        source_lengths, target_lengths = self.epoch_lengths(self.epoch)
+        pair_lengths = np.maximum(np.asarray(source_lengths), np.asarray(target_lengths))
+        batches = []
+        for start in range(0, len(self.batches), self.regroup):
+            group = self.batches[start:start + self.regroup]
+            pairs = np.concatenate([np.asarray(batch) for batch in group])
+            pairs = pairs[np.argsort(pair_lengths[pairs], kind="stable")].tolist()
+            # the batches were cut shortest first, the largest first: the same sizes in the same order
+            for batch in group:
+                batches.append(pairs[:len(batch)])
+                pairs = pairs[len(batch):]
+        return batches
+
     def __iter__(self) -> Iterator[list[int]]:
-        order = np.random.default_rng((self.seed, self.epoch)).permutation(len(self.batches))
+        batches = self.batches_of_epoch()
+        order = np.random.default_rng((self.seed, self.epoch)).permutation(len(batches))
         for i in order.tolist():
-            yield self.batches[i]
+            yield batches[i]
 
     def __len__(self) -> int:
         return len(self.batches)

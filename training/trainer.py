@@ -216,6 +216,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         self.token_batch_sampler = None
         if self.args.max_tokens and self.train_dataset is not None:
             columns = getattr(self.train_dataset, "column_names", ())
+            epoch_lengths = getattr(self.train_dataset, "epoch_lengths", None)  # training.data.SubwordDropout
             if hasattr(self.train_dataset, "source_lengths"):  # training.data.SubwordDropout
                 source_lengths = self.train_dataset.source_lengths
                 target_lengths = self.train_dataset.target_lengths
@@ -230,6 +231,7 @@ class TranslationTrainer(Seq2SeqTrainer):
                 target_lengths,
                 self.args.max_tokens,
                 seed=self.args.data_seed if self.args.data_seed is not None else self.args.seed,
+                epoch_lengths=epoch_lengths,
             )
             self.add_callback(EpochForTokenBatches(self.token_batch_sampler))
         self.budget_schedule = self.time_budget = None
@@ -346,15 +348,18 @@ class TranslationTrainer(Seq2SeqTrainer):
         if self.token_batch_sampler is None:
             return super().get_train_dataloader()
         dataset = self.train_dataset
-        if hasattr(dataset, "column_names"):  # a datasets.Dataset (not training.data.SubwordDropout)
+        workers = self.args.dataloader_num_workers
+        if hasattr(dataset, "column_names"):  # a datasets.Dataset
             dataset = self._remove_unused_columns(dataset, description="training")
+        else:  # training.data.SubwordDropout: the sampler has it segment each epoch, in this process, before the
+            workers = 0  # batches are read; a worker would hold the copy of an earlier epoch (and has little to do)
         dataloader = DataLoader(
             dataset,
             batch_sampler=self.token_batch_sampler,
             collate_fn=self.data_collator,
-            num_workers=self.args.dataloader_num_workers,
+            num_workers=workers,
             pin_memory=self.args.dataloader_pin_memory,
-            persistent_workers=self.args.dataloader_persistent_workers and self.args.dataloader_num_workers > 0,
+            persistent_workers=self.args.dataloader_persistent_workers and workers > 0,
         )
         # accelerate gives each process every N-th batch (whole batches: the sampler's batch_size is None)
         return self.accelerator.prepare(dataloader)

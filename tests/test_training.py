@@ -285,6 +285,26 @@ def test_unknown_preset_and_bad_flags_exit_with_a_message(capsys):
     assert "save_total_limit" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("options, saved, fix", [
+    (["--max_steps", "120", "--save_steps", "1000"], 1, "give --save_steps 60 or less, or average fewer"),
+    (["--max_steps", "100", "--save_steps", "0.5", "--average_last_n_checkpoints", "3"], 2,
+     "give --save_steps 33 or less, or average fewer"),
+    (["--max_steps", "1", "--save_steps", "1"], 1, "average fewer"),
+])
+def test_averaging_more_checkpoints_than_the_run_saves_stops_before_training(tmp_path, capsys, options, saved, fix):
+    # the preset averages the last 2 checkpoints; the run would fail after training, in Trainer-made folders
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit):
+        train_main(["--preset", "multi30k-pre-ln", "--output_dir", str(out), *options])
+    wanted = options[options.index("--average_last_n_checkpoints") + 1] if "--average_last_n_checkpoints" in options \
+        else "2"
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.endswith(f"--average_last_n_checkpoints {wanted} needs that many checkpoints, but --max_steps "
+                         f"{options[1]} with --save_steps {options[3]} saves {saved}: {fix}.")
+    assert not out.exists()
+    parse_arguments(["--preset", "multi30k-pre-ln", "--max_steps", "120", "--save_steps", "60"])  # 2: enough
+
+
 @pytest.mark.parametrize("overrides, expected", [
     ("normalise_before=true", "--config_overrides: unknown key 'normalise_before' (did you mean normalize_before?)"),
     ("normalize_before=true,postion_embedding_type=learned",

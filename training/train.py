@@ -509,8 +509,8 @@ def average_last_checkpoints(trainer, training_args) -> int:
     plan = trainer.time_budget.plan if trainer.time_budget is not None else None
     if plan is not None and len(plan.checkpoint_steps) < wanted:  # a short budget: as many as fit (the plan's note)
         wanted = len(plan.checkpoint_steps)
-    if training_args.plans_time_budget and saved < wanted:
-        _log(training_args, f"The time ran out before the plan's last checkpoints: averaging {saved}, not {wanted}")
+    if training_args.max_train_minutes and saved < wanted:  # the clock stopped the run before its last checkpoints
+        _log(training_args, f"The time ran out before the last checkpoints: averaging {saved}, not {wanted}")
         wanted = saved
     if wanted <= 1:
         return 0

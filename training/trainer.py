@@ -147,6 +147,19 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
                 f"--average_last_n_checkpoints {self.average_last_n_checkpoints} needs that many checkpoints kept, "
                 f"but --save_total_limit is {self.save_total_limit}."
             )
+        strategy = getattr(self.save_strategy, "value", self.save_strategy)
+        if (self.average_last_n_checkpoints > 1 and not self.plans_time_budget and self.max_steps > 0
+                and strategy == "steps" and self.save_steps and self.save_steps > 0):
+            # the Trainer saves every save_steps (a fraction: of max_steps) and at the last step
+            interval = self.save_steps if self.save_steps >= 1 else math.ceil(self.max_steps * self.save_steps)
+            saved = math.ceil(self.max_steps / interval)
+            if saved < self.average_last_n_checkpoints:
+                fix = (f"give --save_steps {self.max_steps // self.average_last_n_checkpoints} or less, or average "
+                       "fewer" if self.max_steps >= self.average_last_n_checkpoints else "average fewer")
+                raise ValueError(
+                    f"--average_last_n_checkpoints {self.average_last_n_checkpoints} needs that many checkpoints, but "
+                    f"--max_steps {self.max_steps} with --save_steps {self.save_steps:g} saves {saved}: {fix}."
+                )
 
 
 class EpochForTokenBatches(TrainerCallback):

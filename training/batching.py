@@ -103,9 +103,8 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             pairs = np.concatenate([np.asarray(batch) for batch in group])
             pairs = pairs[np.argsort(pair_lengths[pairs], kind="stable")].tolist()
             # the batches were cut shortest first, the largest first: the same sizes in the same order
-            for batch in group:
-                batches.append(pairs[:len(batch)])
-                pairs = pairs[len(batch):]
+            ends = np.cumsum([len(batch) for batch in group])
+            batches.extend(pairs[end - len(batch):end] for batch, end in zip(group, ends.tolist()))
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:

@@ -229,10 +229,11 @@ class TranslationTrainer(Seq2SeqTrainer):
         self.token_batch_sampler = None
         if self.args.max_tokens and self.train_dataset is not None:
             columns = getattr(self.train_dataset, "column_names", ())
-            epoch_lengths = getattr(self.train_dataset, "epoch_lengths", None)  # training.data.SubwordDropout
-            if hasattr(self.train_dataset, "source_lengths"):  # training.data.SubwordDropout
+            epoch_lengths = None
+            if hasattr(self.train_dataset, "epoch_lengths"):  # training.data.SubwordDropout
                 source_lengths = self.train_dataset.source_lengths
                 target_lengths = self.train_dataset.target_lengths
+                epoch_lengths = self.train_dataset.epoch_lengths
             elif "source_length" in columns and "target_length" in columns:
                 source_lengths = list(self.train_dataset["source_length"])
                 target_lengths = list(self.train_dataset["target_length"])

@@ -148,7 +148,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
                 f"but --save_total_limit is {self.save_total_limit}."
             )
         strategy = getattr(self.save_strategy, "value", self.save_strategy)
-        if (self.average_last_n_checkpoints > 1 and not self.plans_time_budget and self.max_steps > 0
+        # without a clock (with one, training.train averages the checkpoints the run saved and says so)
+        if (self.average_last_n_checkpoints > 1 and not self.max_train_minutes and self.max_steps > 0
                 and strategy == "steps" and self.save_steps and self.save_steps > 0):
             # the Trainer saves every save_steps (a fraction: of max_steps) and at the last step
             interval = self.save_steps if self.save_steps >= 1 else math.ceil(self.max_steps * self.save_steps)

@@ -7,7 +7,7 @@ in benchmarks/RESULTS.md (section "Translation quality").
 the literature's reference; without it the raw reference goes through the same Moses pipeline, which reproduces
 that file line for line). The run trains `--preset` (default `multi30k`) with `--max_train_minutes` and no
 `--max_steps`: the recipe plans its steps, warmup, decay and the checkpoints to average from the measured step time
-(training/budget.py). Any further options go to `python -m training.train`.
+(training/budget.py). Any further options go to `python -m vanilla_transformer.training.train`.
 
 `--nproc_per_node N` trains with N data-parallel processes of one thread each (`torchrun`, gloo), each taking
 1/N of the preset's batch tokens (`--max_tokens`), so the batch per step stays the preset's. Whether that beats one
@@ -56,7 +56,7 @@ def read_lines(path: str) -> list[str]:
 
 def score_folder(folder: str, sources: list[str], references: list[str], literature_references: list[str],
                  bleu_tokenize: str) -> dict:
-    from training.metrics import translation_scores
+    from vanilla_transformer.training.metrics import translation_scores
     from vanilla_transformer.translate import load_model_and_tokenizer, translate
 
     model, tokenizer = load_model_and_tokenizer(folder)  # on the GPU when there is one
@@ -92,10 +92,14 @@ def main(argv: list[str] | None = None) -> None:
 
     from transformers import GenerationConfig
 
-    from training.average_checkpoints import CHECKPOINT_PATTERN, average_checkpoints, last_checkpoints
-    from training.metrics import moses_tokenize
-    from training.presets import PRESETS
-    from training.train import main as train_main
+    from vanilla_transformer.training.average_checkpoints import (
+        CHECKPOINT_PATTERN,
+        average_checkpoints,
+        last_checkpoints,
+    )
+    from vanilla_transformer.training.metrics import moses_tokenize
+    from vanilla_transformer.training.presets import PRESETS
+    from vanilla_transformer.training.train import main as train_main
 
     if args.preset not in PRESETS:
         parser.error(f"unknown --preset {args.preset!r}; choose one of {', '.join(PRESETS)}")
@@ -119,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
         launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
         environment = {**os.environ, "OMP_NUM_THREADS": "1",
                        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        finished = subprocess.run([*launcher, "-m", "training.train", *train_argv], env=environment)
+        finished = subprocess.run([*launcher, "-m", "vanilla_transformer.training.train", *train_argv], env=environment)
         if finished.returncode != 0:
             sys.exit(f"benchmark_multi30k: training under torchrun failed (exit status {finished.returncode}); "
                      "its output is above.")

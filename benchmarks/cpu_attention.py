@@ -79,7 +79,7 @@ def time_training_step(preset: str, steps: int, seed: int = 0) -> dict[str, floa
     import torch
 
     from benchmarks.training_step import build, random_batch, timed_step
-    from training.presets import PRESETS
+    from vanilla_transformer.training.presets import PRESETS
 
     vocab_size = PRESETS[preset].data["vocab_size"]
     runs = {name: build(preset, "ours", seed) for name in KERNELS}
@@ -107,7 +107,7 @@ def measure(preset: str = "multi30k-pre-ln", steps: int = 30, repeats: int = 9,
 
 
 def render(result: dict, command: str) -> str:
-    from training.precision import MATH_ATTENTION_MAX_LENGTH
+    from vanilla_transformer.training.precision import MATH_ATTENTION_MAX_LENGTH
 
     rows = "\n".join(
         f"| {row['dtype']} | {row['length']} | {'causal' if row['causal'] else 'none'} | {row['flash'] * 1e3:.2f} | "
@@ -139,7 +139,7 @@ steps each:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from training.presets import PRESETS
+    from vanilla_transformer.training.presets import PRESETS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

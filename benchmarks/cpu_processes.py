@@ -36,9 +36,9 @@ UNTIMED = 3
 def build(preset: str, seed: int = 0):
     import torch
 
-    from training.presets import PRESETS
-    from training.trainer import LabelSmoothedCrossEntropy
     from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+    from vanilla_transformer.training.presets import PRESETS
+    from vanilla_transformer.training.trainer import LabelSmoothedCrossEntropy
 
     recipe = PRESETS[preset]
     config = VanillaTransformerConfig(vocab_size=recipe.data["vocab_size"], **recipe.model)
@@ -106,7 +106,7 @@ def measure(preset: str = "multi30k-pre-ln", processes: int = 2, steps: int = 20
     import torch
     import torch.multiprocessing as mp
 
-    from training.presets import PRESETS
+    from vanilla_transformer.training.presets import PRESETS
 
     max_tokens = max_tokens or PRESETS[preset].training["max_tokens"]
     threads_before = torch.get_num_threads()
@@ -151,7 +151,7 @@ variant in turn, median of {result["steps"]} steps a round. With {n} processes e
 
 
 def main(argv: list[str] | None = None) -> None:
-    from training.presets import PRESETS
+    from vanilla_transformer.training.presets import PRESETS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -44,9 +44,9 @@ def build_model(folder: Path, data: Path = DATA) -> str:
     """A random multi30k-preset model and a Multi30k tokenizer saved in `folder`; returns a 20-token sentence."""
     import torch
 
-    from training.presets import PRESETS
-    from training.tokenizer import train_tokenizer
     from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+    from vanilla_transformer.training.presets import PRESETS
+    from vanilla_transformer.training.tokenizer import train_tokenizer
 
     files = [data / "train.en", data / "train.de"]
     if not all(f.is_file() for f in files):
@@ -136,8 +136,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
-    from vanilla_transformer.explore import attention_data, write_html
-    from vanilla_transformer.visualize import _load_any_model_and_tokenizer
+    from vanilla_transformer.inspect.explorer import attention_data, write_html
+    from vanilla_transformer.inspect.plots import _load_any_model_and_tokenizer
 
     machine = machine_description()
     with tempfile.TemporaryDirectory() as tmp:

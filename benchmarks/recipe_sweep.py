@@ -43,7 +43,7 @@ def read_configs(path: str) -> dict[str, dict]:
 
 def training_command(name: str, config: dict, args) -> list[str]:
     data = args.data_dir
-    return [sys.executable, "-m", "training.train",
+    return [sys.executable, "-m", "vanilla_transformer.training.train",
             "--train_source", os.path.join(data, "train.en"), "--train_target", os.path.join(data, "train.de"),
             "--validation_source", os.path.join(data, "val.en"), "--validation_target", os.path.join(data, "val.de"),
             "--max_train_minutes", str(args.minutes), "--budget_seconds_per_step", str(config["seconds_per_step"]),

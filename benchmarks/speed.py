@@ -4,7 +4,7 @@
     python benchmarks/speed.py --sizes small --repeats 3 --no-write
 
 Both models are built from one `MarianConfig` (ReLU, embeddings scaled by sqrt(d_model) and tied to the output
-projection, one shared vocabulary); ours gets Marian's weights through `vanilla_transformer.convert`, so the two
+projection, one shared vocabulary); ours gets Marian's weights through `vanilla_transformer.interop.convert`, so the two
 compute the same function and the benchmark checks that they generate the same tokens before it times anything.
 Each measurement alternates the two models (ours first on even repeats, Marian first on odd ones) and reports the
 median over the repeats and the ratio of the medians, ours / Marian (> 1 means ours is faster or smaller).
@@ -39,7 +39,7 @@ from transformers import MarianConfig, MarianMTModel  # noqa: E402
 
 from benchmarks.report import RESULTS, machine_description, software_versions, write_section  # noqa: E402
 from vanilla_transformer import PAPER_PRESETS, VanillaTransformerForConditionalGeneration  # noqa: E402
-from vanilla_transformer.convert import map_weights, marian_config, marian_weight_map  # noqa: E402
+from vanilla_transformer.interop.convert import map_weights, marian_config, marian_weight_map  # noqa: E402
 
 SIZES = {  # the multi30k training preset's size, and the paper's base model (Table 3); dropout is set below
     "small": dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4, decoder_attention_heads=4,

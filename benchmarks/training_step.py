@@ -37,9 +37,9 @@ def build(preset: str, variant: str, seed: int):
     import torch
     from transformers.trainer_pt_utils import LabelSmoother
 
-    from training.presets import PRESETS
-    from training.trainer import LabelSmoothedCrossEntropy
     from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+    from vanilla_transformer.training.presets import PRESETS
+    from vanilla_transformer.training.trainer import LabelSmoothedCrossEntropy
 
     recipe = PRESETS[preset]
     config = VanillaTransformerConfig(vocab_size=recipe.data["vocab_size"], **recipe.model)
@@ -82,7 +82,7 @@ def timed_step(model, optimizer, loss_function, batch, context=contextlib.nullco
 def measure(preset: str = "multi30k", steps: int = 40, max_tokens: int | None = None, seed: int = 0) -> dict:
     import torch
 
-    from training.presets import PRESETS
+    from vanilla_transformer.training.presets import PRESETS
 
     recipe = PRESETS[preset]
     vocab_size = recipe.data["vocab_size"]
@@ -121,7 +121,7 @@ and the same Adam update (tests/test_training.py).
 
 
 def main(argv: list[str] | None = None) -> None:
-    from training.presets import PRESETS
+    from vanilla_transformer.training.presets import PRESETS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

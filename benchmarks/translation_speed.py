@@ -7,11 +7,11 @@ Every engine translates the same sentences with `vanilla_transformer.translate.t
 length, decodes in batches of `--batch-size` and detokenises: sentences/s is end to end. The engines:
 
 - `MarianMTModel.generate`: transformers' own model with the checkpoint's weights, as `export marian` makes it
-  (`vanilla_transformer.export_marian.marian_model`: our interleaved sinusoids are Marian's concatenated ones up to a
+  (`interop.export_marian.marian_model`: our interleaved sinusoids are Marian's concatenated ones up to a
   fixed permutation of the d_model coordinates, applied to every weight); the script checks that Marian and ours
   generate the same tokens before timing anything.
 - ours (`generate`), the same checkpoint;
-- CTranslate2, the checkpoint exported with `vanilla_transformer.export.to_ctranslate2` in float32 and int8, and
+- CTranslate2, the checkpoint exported with `interop.export_ctranslate2.to_ctranslate2` in float32 and int8, and
   bf16 compute where this CPU supports it.
 
 Greedy and beam 4 (the checkpoint's length penalty and maximum length), one run each after a warm-up batch, with
@@ -35,8 +35,9 @@ if str(ROOT) not in sys.path:  # run from a checkout, installed or not
 import transformers  # noqa: E402
 
 from benchmarks.report import RESULTS, machine_description, write_section  # noqa: E402
-from vanilla_transformer.export import CTranslate2Translator, ExportError, to_ctranslate2  # noqa: E402
-from vanilla_transformer.export_marian import marian_model  # noqa: E402
+from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator  # noqa: E402
+from vanilla_transformer.interop.export_ctranslate2 import ExportError, to_ctranslate2  # noqa: E402
+from vanilla_transformer.interop.export_marian import marian_model  # noqa: E402
 from vanilla_transformer.translate import load_model_and_tokenizer, translate  # noqa: E402
 
 SECTION = "## Fast translation: CTranslate2 vs generate"

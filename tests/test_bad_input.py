@@ -6,9 +6,9 @@ import pytest
 import torch
 from transformers import pipeline
 
-from training.data import read_parallel_files
-from training.tokenizer import train_tokenizer
 from translation_fixtures import ENGLISH, GERMAN, tiny_tokenizer, tiny_translator
+from vanilla_transformer.training.data import read_parallel_files
+from vanilla_transformer.training.tokenizer import train_tokenizer
 from vanilla_transformer.translate import translate
 
 BOM = "\ufeff"
@@ -37,7 +37,7 @@ def test_a_tokenizer_trained_on_such_files_has_no_byte_order_mark_in_its_vocabul
 
 
 def test_translate_command_reads_such_an_input_file_line_for_line(tmp_path, capsys):
-    from vanilla_transformer.cli import main
+    from vanilla_transformer.cli.main import main
 
     folder = tmp_path / "model"
     model, tokenizer = tiny_translator(seed=8), tiny_tokenizer()

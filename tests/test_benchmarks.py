@@ -35,7 +35,7 @@ def test_machine_description_names_the_cpu_and_its_matmul_flags():
 
 
 def _tiny_multi30k(folder: Path) -> Path:
-    from training.numbers import number_translation_splits
+    from vanilla_transformer.training.numbers import number_translation_splits
 
     folder.mkdir()
     splits = number_translation_splits(train_size=300, validation_size=8, test_size=12, seed=3)
@@ -99,7 +99,7 @@ def test_recipe_sweep_replays_each_plan_scores_val_and_ranks_the_configurations(
     (whatever this machine's speed), scores val (its own all_results.json), and the table ranks them; a
     configuration that fails is a row with its last line, not a crash."""
     from benchmarks.recipe_sweep import main
-    from training.numbers import number_translation_splits
+    from vanilla_transformer.training.numbers import number_translation_splits
 
     data = tmp_path / "data"
     data.mkdir()
@@ -186,7 +186,7 @@ def test_multi30k_benchmark_on_two_processes_splits_the_batch_and_reports_the_ru
     import torch
 
     from benchmarks.benchmark_multi30k import main
-    from training.presets import PRESETS
+    from vanilla_transformer.training.presets import PRESETS
 
     data = _tiny_multi30k(tmp_path / "multi30k")
     results, out = tmp_path / "RESULTS.md", tmp_path / "out"

@@ -11,10 +11,10 @@ import shutil
 
 import pytest
 
-from training.arguments import parse_arguments
-from training.budget import BudgetSchedule, plan_budget
-from training.train import finished_run
-from training.train import main as train_main
+from vanilla_transformer.training.arguments import parse_arguments
+from vanilla_transformer.training.budget import BudgetSchedule, plan_budget
+from vanilla_transformer.training.train import finished_run
+from vanilla_transformer.training.train import main as train_main
 
 TINY = dict(d_model=32, encoder_layers=1, decoder_layers=1, attention_heads=2, ffn_dim=64, vocab_size=90,
             demo_train_size=300, max_tokens=200, max_test_samples=24, per_device_eval_batch_size=24,
@@ -135,7 +135,7 @@ class _Control:
 def _budget_on_a_clock(monkeypatch, minutes: float, **options):
     """A TimeBudget of `minutes` (linear schedule, 10 checkpoints over the last 20 %) on a clock the test moves,
     after on_train_begin. -> (clock, printed lines, schedule, callback, state, control)"""
-    import training.budget as budget
+    import vanilla_transformer.training.budget as budget
 
     clock = [1000.0]
     monkeypatch.setattr(budget.time, "monotonic", lambda: clock[0])
@@ -301,7 +301,7 @@ def test_no_replan_once_the_checkpoints_to_average_begin_or_where_the_speed_hold
 def test_every_process_of_a_distributed_run_reads_the_clock_of_process_0(monkeypatch):
     import torch.distributed as dist
 
-    import training.budget as budget
+    import vanilla_transformer.training.budget as budget
 
     monkeypatch.setattr(budget.time, "monotonic", lambda: 1010.0)
     assert budget.elapsed_on_the_main_process(1000.0) == 10.0  # one process: its own clock

@@ -13,7 +13,7 @@ from safetensors.torch import load_file, save_file
 
 from helpers import REPO_ROOT, run_main
 from translation_fixtures import tiny_tokenizer, tiny_translator
-from vanilla_transformer.checkpoint import CheckpointError, check_checkpoint
+from vanilla_transformer.checkpoints.validate import CheckpointError, check_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,7 @@ def _assert_refused(code, err, folder, file_name, problem, written):
 
 @pytest.mark.parametrize("breakage", BREAKAGES, ids=lambda b: b.__name__)
 def test_translate_refuses_a_broken_checkpoint(whole, tmp_path, capsys, breakage):
-    from vanilla_transformer.cli import main
+    from vanilla_transformer.cli.main import main
 
     folder = _copy(whole, tmp_path)
     file_name, problem = breakage(folder)
@@ -140,9 +140,9 @@ def test_plot_average_train_and_convert_refuse_a_truncated_checkpoint(whole, tmp
     pytest.importorskip("matplotlib")
     from transformers import MarianConfig, MarianMTModel
 
-    from training.average_checkpoints import main as average_main
-    from training.train import main as train_main
-    from vanilla_transformer.cli import main
+    from vanilla_transformer.cli.main import main
+    from vanilla_transformer.training.average_checkpoints import main as average_main
+    from vanilla_transformer.training.train import main as train_main
 
     folder = _copy(whole, tmp_path, "checkpoint-1")
     good = _copy(whole, tmp_path, "checkpoint-2")
@@ -172,7 +172,7 @@ def test_plot_average_train_and_convert_refuse_a_truncated_checkpoint(whole, tmp
 
 
 def test_resuming_from_a_broken_checkpoint_is_refused(whole, tmp_path, capsys):
-    from training.train import main as train_main
+    from vanilla_transformer.training.train import main as train_main
 
     output_dir = tmp_path / "run"
     output_dir.mkdir()

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from helpers import run_main, tiny_config
-from training.tokenizer import train_tokenizer
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
-from vanilla_transformer.cli import main
+from vanilla_transformer.cli.main import main
+from vanilla_transformer.training.tokenizer import train_tokenizer
 from vanilla_transformer.translate import load_model_and_tokenizer
 
 num2words = pytest.importorskip("num2words").num2words

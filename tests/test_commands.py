@@ -14,16 +14,17 @@ from safetensors.torch import load_file, save_file
 from test_training import TINY
 
 from helpers import REPO_ROOT, run_main, tiny_config
-from training.train import main as train_main
 from translation_fixtures import tiny_tokenizer, tiny_translator
 from vanilla_transformer import (
     VanillaTransformerForCausalLM,
     VanillaTransformerForMaskedLM,
     VanillaTransformerForSequenceClassification,
 )
-from vanilla_transformer.checkpoint import CheckpointError
-from vanilla_transformer.cli import COMMANDS, main
-from vanilla_transformer.loading import KINDS, folder_kind, load_checkpoint
+from vanilla_transformer.checkpoints.kinds import KINDS, folder_kind
+from vanilla_transformer.checkpoints.load import load_checkpoint
+from vanilla_transformer.checkpoints.validate import CheckpointError
+from vanilla_transformer.cli.main import COMMANDS, main
+from vanilla_transformer.training.train import main as train_main
 
 SINGLE_STACK = {
     "causal-lm": VanillaTransformerForCausalLM,
@@ -168,12 +169,12 @@ def test_plot_attention_checks_a_single_stack_checkpoint_first(folders, kind, tm
 def test_every_command_module_is_listed_and_has_the_two_functions():
     import importlib
 
-    names = sorted(name.removesuffix(".py") for name in os.listdir(os.path.join(REPO_ROOT, "vanilla_transformer",
-                                                                                  "commands"))
-                   if name.endswith(".py") and not name.startswith("_"))
+    # vanilla_transformer/cli/: one module per command, beside main.py (the dispatcher) and options.py (shared types)
+    names = sorted(name.removesuffix(".py") for name in os.listdir(os.path.join(REPO_ROOT, "vanilla_transformer", "cli"))
+                   if name.endswith(".py") and not name.startswith("_") and name not in ("main.py", "options.py"))
     assert sorted(COMMANDS) == names
     for name in COMMANDS:
-        module = importlib.import_module(f"vanilla_transformer.commands.{name}")
+        module = importlib.import_module(f"vanilla_transformer.cli.{name}")
         assert callable(module.add_parser) and callable(module.run)
 
 
@@ -219,7 +220,7 @@ def test_runtime_errors_exit_1_with_one_line_and_no_usage(folders, tmp_path, cap
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# `vanilla-transformer train` is `python -m training.train`
+# `vanilla-transformer train` is `python -m vanilla_transformer.training.train`
 
 
 def test_train_help_is_the_recipes_help(capsys):
@@ -262,7 +263,7 @@ def test_a_missing_optional_extra_fails_only_the_command_that_needs_it(folders, 
 
 
         sys.meta_path.insert(0, _Refuse())
-        from vanilla_transformer.cli import main
+        from vanilla_transformer.cli.main import main
 
         main(sys.argv[1:])
         """

@@ -23,8 +23,8 @@ from transformers import (
 )
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
-from vanilla_transformer.cli import main as cli_main
-from vanilla_transformer.convert import ConversionError, convert, convert_fsmt, convert_marian
+from vanilla_transformer.cli.main import main as cli_main
+from vanilla_transformer.interop.convert import ConversionError, convert, convert_fsmt, convert_marian
 
 LOGITS_ATOL = 1e-5
 SIZES = dict(d_model=32, encoder_layers=2, decoder_layers=3, encoder_attention_heads=4, decoder_attention_heads=4,

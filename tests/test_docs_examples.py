@@ -195,7 +195,7 @@ SITECUSTOMIZE = textwrap.dedent(
 
 def _write_data(folder: pathlib.Path) -> None:
     """data/{train,val,test}.{en,de}: English and German number words, as the docs' 'your data' examples read."""
-    from training.numbers import number_translation_splits
+    from vanilla_transformer.training.numbers import number_translation_splits
 
     splits = number_translation_splits(train_size=300, validation_size=16, test_size=16, seed=3)
     folder.mkdir()
@@ -205,7 +205,7 @@ def _write_data(folder: pathlib.Path) -> None:
 
 
 def _train(argv: list[str]) -> None:
-    from training.train import main as train_main
+    from vanilla_transformer.training.train import main as train_main
 
     train_main([*TINY_TRAIN.split(), *argv])
 
@@ -215,7 +215,7 @@ def _opus_mt(source: pathlib.Path, converted: pathlib.Path) -> None:
     them), and its conversion by `convert_marian`."""
     from test_convert import build_source, write_marian_tokenizer
 
-    from vanilla_transformer.convert import convert_marian
+    from vanilla_transformer.interop.convert import convert_marian
 
     source.mkdir()
     vocab_size = write_marian_tokenizer(source)

@@ -19,15 +19,15 @@ import pytest
 import torch
 
 from helpers import REPO_ROOT, run_main, tiny_config
-from training.tokenizer import train_tokenizer
 from vanilla_transformer import (
     VanillaTransformerForCausalLM,
     VanillaTransformerForConditionalGeneration,
     VanillaTransformerForMaskedLM,
     VanillaTransformerForSequenceClassification,
 )
-from vanilla_transformer.cli import main
-from vanilla_transformer.explore import attention_data, render_page, write_html, write_space
+from vanilla_transformer.cli.main import main
+from vanilla_transformer.inspect.explorer import attention_data, render_page, write_html, write_space
+from vanilla_transformer.training.tokenizer import train_tokenizer
 
 num2words = pytest.importorskip("num2words").num2words
 
@@ -305,7 +305,7 @@ def test_space_folder_runs_the_explorer_in_a_fresh_interpreter(model_dir, tmp_pa
     requirements = (space / "requirements.txt").read_text()
     assert "gradio" in requirements and "transformers" in requirements
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(os.listdir(space / "model"))
-    assert (space / "vanilla_transformer" / "explore_assets" / "explore.js").is_file()
+    assert (space / "vanilla_transformer" / "inspect" / "explore_assets" / "explore.js").is_file()
     # the Space's own copy of the package runs its app (not this checkout, not an installed one)
     script = ("import sys; sys.path.insert(0, sys.argv[1]); import app, vanilla_transformer; "
               "print(vanilla_transformer.__file__); print(type(app.demo).__mro__[1].__name__, app.model.config.d_model)")
@@ -535,7 +535,7 @@ def test_static_page_opens_offline_from_disk(browser, tokenizer, tmp_path):
 
 @pytest.mark.parametrize("model_class", [VanillaTransformerForCausalLM, VanillaTransformerForSequenceClassification])
 def test_app_builds_for_the_other_configurations_and_decoding_choices_reach_generate(tokenizer, model_class):
-    from vanilla_transformer.explore import build_app, explore_text
+    from vanilla_transformer.inspect.explorer import build_app, explore_text
 
     model = build(model_class, tokenizer, 2)
     app = build_app(model, tokenizer)

@@ -20,9 +20,10 @@ from translation_fixtures import tiny_tokenizer
 ctranslate2 = pytest.importorskip("ctranslate2")
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration  # noqa: E402
-from vanilla_transformer.cli import main as cli_main  # noqa: E402
-from vanilla_transformer.convert import convert  # noqa: E402
-from vanilla_transformer.export import CTranslate2Translator, ExportError, to_ctranslate2  # noqa: E402
+from vanilla_transformer.cli.main import main as cli_main  # noqa: E402
+from vanilla_transformer.interop.convert import convert  # noqa: E402
+from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator  # noqa: E402
+from vanilla_transformer.interop.export_ctranslate2 import ExportError, to_ctranslate2  # noqa: E402
 from vanilla_transformer.translate import load_model_and_tokenizer, translate  # noqa: E402
 
 LOG_PROB_ATOL = 1e-4  # float32 in two engines, log-probabilities of magnitude ~1-10
@@ -36,8 +37,8 @@ LOG_PROB_ATOL = 1e-4  # float32 in two engines, log-probabilities of magnitude ~
 def demo_data():
     """A BPE tokenizer, tokenized training pairs and 48 held-out (source, reference) pairs of the demo task."""
     pytest.importorskip("num2words")
-    from training.numbers import number_translation_splits
-    from training.tokenizer import train_tokenizer
+    from vanilla_transformer.training.numbers import number_translation_splits
+    from vanilla_transformer.training.tokenizer import train_tokenizer
 
     splits = number_translation_splits(train_size=3000, seed=0, source_lang="en", target_lang="de")
     train, test = splits["train"], splits["test"]

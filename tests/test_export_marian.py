@@ -24,10 +24,10 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
 from helpers import HIDE_PACKAGE, run_main, tiny_model
 from translation_fixtures import GERMAN, tiny_tokenizer
-from vanilla_transformer.cli import main as cli_main
-from vanilla_transformer.convert import convert
-from vanilla_transformer.export import ExportError
-from vanilla_transformer.export_marian import marian_dimension_order, marian_model, permute_d_model, to_marian
+from vanilla_transformer.cli.main import main as cli_main
+from vanilla_transformer.interop.convert import convert
+from vanilla_transformer.interop.export_ctranslate2 import ExportError
+from vanilla_transformer.interop.export_marian import marian_dimension_order, marian_model, permute_d_model, to_marian
 
 LOGITS_ATOL = 1e-5
 MAX_LENGTH = 24  # generation of random models runs to the limit: keep it short
@@ -162,7 +162,7 @@ def reference_inputs(model, tokenizer, texts: list[str], seed: int) -> dict:
 
 def demo_sentences() -> list[str]:
     """Six held-out sources of the demo task (English number words), longest first."""
-    from training.numbers import number_translation_splits
+    from vanilla_transformer.training.numbers import number_translation_splits
 
     sources = number_translation_splits(train_size=600, seed=42)["test"]["source"][:6]
     return sorted(sources, key=len, reverse=True)
@@ -170,7 +170,7 @@ def demo_sentences() -> list[str]:
 
 def train_demo_checkpoint(folder: Path) -> None:
     """A tiny model trained for 200 steps (the paper's schedule, 150 warmup) on the demo task (English -> German number words) by training/train.py."""
-    from training.train import main as train_main
+    from vanilla_transformer.training.train import main as train_main
 
     options = dict(d_model=32, encoder_layers=2, decoder_layers=2, attention_heads=4, ffn_dim=64, vocab_size=90,
                    demo_train_size=600, max_tokens=300, max_test_samples=8, per_device_eval_batch_size=8,
@@ -387,7 +387,7 @@ def test_ctranslate2_own_converter_translates_like_our_ctranslate2_export(opus_m
     """`ct2-transformers-converter --model OUT` (CTranslate2's Marian loader: OPUS-MT's conventions) and our
     `export ctranslate2` of the same checkpoint give the same greedy and beam-4 tokens."""
     ctranslate2 = pytest.importorskip("ctranslate2")
-    from vanilla_transformer.export import to_ctranslate2
+    from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
 
     _, _, converted = opus_mt
     out = to_marian(converted, tmp_path / "marian")

@@ -24,10 +24,6 @@ from safetensors.torch import load_file
 from test_cli_translate import SENTENCES, one_at_a_time, save_tiny_translator
 
 from helpers import run_main
-from training.average_checkpoints import main as average_main
-from training.data import DataError, read_parallel_files
-from training.train import checkpoint_problem
-from training.train import main as train_main
 from vanilla_transformer.files import (
     OutputError,
     RunLock,
@@ -36,6 +32,10 @@ from vanilla_transformer.files import (
     read_text_lines,
     staged_folder,
 )
+from vanilla_transformer.training.average_checkpoints import main as average_main
+from vanilla_transformer.training.data import DataError, read_parallel_files
+from vanilla_transformer.training.train import checkpoint_problem
+from vanilla_transformer.training.train import main as train_main
 
 TINY_OPTIONS = dict(
     d_model=32, encoder_layers=1, decoder_layers=1, attention_heads=2, ffn_dim=64, vocab_size=90,
@@ -184,7 +184,7 @@ def test_kill_during_the_final_save_leaves_no_model_or_the_whole_model_and_resum
     assert assert_whole_checkpoints(out) == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
     if has_model(out):  # the weights are the commit point: whatever is there is the whole new model
         assert_same_weights(out, finished)
-        from vanilla_transformer.checkpoint import check_checkpoint
+        from vanilla_transformer.checkpoints.validate import check_checkpoint
 
         check_checkpoint(out)
     train_main([*argv, "--resume_from_checkpoint", "true"])
@@ -659,7 +659,7 @@ def model_dir(tmp_path_factory):
 
 def _refuse_loading(monkeypatch):
     """Make loading a model fail the test: a refusal must come before any work."""
-    import vanilla_transformer.loading as loading
+    import vanilla_transformer.checkpoints.load as loading
 
     def load_checkpoint(*args, **kwargs):
         raise AssertionError("the model was loaded before --output was checked")
@@ -668,7 +668,7 @@ def _refuse_loading(monkeypatch):
 
 
 def _translate(argv, capsys):
-    from vanilla_transformer.cli import main as cli_main
+    from vanilla_transformer.cli.main import main as cli_main
 
     return run_main(cli_main, ["translate", *map(str, argv)], capsys)
 
@@ -703,7 +703,7 @@ def test_translate_output_is_refused_before_any_work(model_dir, tmp_path, monkey
 
 
 def test_translate_output_is_written_atomically(model_dir, tmp_path, capsys):
-    from vanilla_transformer.cli import main as cli_main
+    from vanilla_transformer.cli.main import main as cli_main
 
     out = tmp_path / "out.txt"
     out.write_text("the translations of yesterday\n")

@@ -22,12 +22,13 @@ from test_files_safety import run_forked, tree_digest
 
 from helpers import run_main
 from translation_fixtures import tiny_tokenizer, tiny_translator
-from vanilla_transformer.checkpoint import CheckpointError
-from vanilla_transformer.cli import main as cli_main
+from vanilla_transformer.checkpoints.validate import CheckpointError
+from vanilla_transformer.cli.main import main as cli_main
 
 pytest.importorskip("ctranslate2")
 
-from vanilla_transformer.export import TOKENIZER_FINGERPRINT, to_ctranslate2  # noqa: E402
+from vanilla_transformer.interop.ctranslate2_runtime import TOKENIZER_FINGERPRINT  # noqa: E402
+from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2  # noqa: E402
 from vanilla_transformer.translate import load_model_and_tokenizer, translate  # noqa: E402
 
 SENTENCES = ["Zwei Hunde spielen im Schnee.", "Leute reparieren das Dach eines Hauses."]

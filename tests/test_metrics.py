@@ -11,7 +11,7 @@ import pytest
 import sacrebleu
 
 from helpers import SHARED_DATA
-from training.metrics import literature_bleu, moses_tokenize, translation_scores
+from vanilla_transformer.training.metrics import literature_bleu, moses_tokenize, translation_scores
 
 DATA = os.environ.get("MULTI30K_DIR", str(SHARED_DATA))  # ../shared/data/multi30k from the checkout
 

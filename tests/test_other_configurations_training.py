@@ -35,13 +35,13 @@ from transformers import (
 )
 
 from helpers import HIDE_PACKAGE
-from training.numbers import number_to_words
 from vanilla_transformer import (
     VanillaTransformerConfig,
     VanillaTransformerForCausalLM,
     VanillaTransformerForMaskedLM,
     VanillaTransformerForSequenceClassification,
 )
+from vanilla_transformer.training.numbers import number_to_words
 
 NUMBERS = list(range(1000))
 random.Random(0).shuffle(NUMBERS)
@@ -336,8 +336,8 @@ def test_plot_attention_draws_the_self_attention_of_each_saved_model(saved_folde
     pytest.importorskip("matplotlib")
     from matplotlib.image import imread
 
-    from vanilla_transformer.cli import main
-    from vanilla_transformer.visualize import attention_weights
+    from vanilla_transformer.cli.main import main
+    from vanilla_transformer.inspect.plots import attention_weights
 
     tokenizer = word_tokenizer()
     # decoder-only: the prompt and the model's own greedy continuation, masked (lower-triangular)

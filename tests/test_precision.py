@@ -4,8 +4,8 @@ command line always wins. The CPU flags are mocked both ways; /proc/cpuinfo's fo
 import pytest
 import torch
 
-import training.precision as precision
-from training.train import parse_arguments
+import vanilla_transformer.training.precision as precision
+from vanilla_transformer.training.train import parse_arguments
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -71,7 +71,7 @@ def _attention_kernels_run(step) -> set[str]:
 
 def _trainer_and_inputs(tmp_path, seed: int, length: int, bf16: bool):
     from helpers import random_batch, tiny_model
-    from training.trainer import TranslationTrainer, TranslationTrainingArguments
+    from vanilla_transformer.training.trainer import TranslationTrainer, TranslationTrainingArguments
 
     model = tiny_model(seed, max_position_embeddings=256).train()
     args = TranslationTrainingArguments(output_dir=str(tmp_path), learning_rate=1e-3, report_to="none",

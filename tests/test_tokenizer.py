@@ -10,7 +10,7 @@ import pytest
 from transformers import AutoTokenizer, TokenizersBackend
 
 from helpers import REPO_ROOT, SHARED_DATA
-from training.tokenizer import main, train_tokenizer
+from vanilla_transformer.training.tokenizer import main, train_tokenizer
 
 # Real sentences: Multi30k validation/test captions (German, French, English), with umlauts, ß, accents, apostrophes,
 # hyphens, digits and the French spacing before "?" and "!".
@@ -155,7 +155,7 @@ def test_cli_trains_and_saves_a_loadable_tokenizer(tmp_path):
     out = tmp_path / "tok"
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     result = subprocess.run(
-        [sys.executable, "-m", "training.tokenizer", "--files", de, fr, "--vocab_size", "250", "--min_frequency", "1",
+        [sys.executable, "-m", "vanilla_transformer.training.tokenizer", "--files", de, fr, "--vocab_size", "250", "--min_frequency", "1",
          "--output_dir", str(out)],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
     )

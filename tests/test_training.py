@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from training.average_checkpoints import average_checkpoints, last_checkpoints
-from training.average_checkpoints import main as average_main
-from training.batching import TokenBudgetBatchSampler
-from training.presets import PAPER_RECIPE, PRESETS, paper_learning_rate
-from training.train import main as train_main
-from training.train import parse_arguments
+from vanilla_transformer.training.average_checkpoints import average_checkpoints, last_checkpoints
+from vanilla_transformer.training.average_checkpoints import main as average_main
+from vanilla_transformer.training.batching import TokenBudgetBatchSampler
+from vanilla_transformer.training.presets import PAPER_RECIPE, PRESETS, paper_learning_rate
+from vanilla_transformer.training.train import main as train_main
+from vanilla_transformer.training.train import parse_arguments
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -107,7 +107,7 @@ def test_token_batches_reject_bad_arguments():
 def test_label_smoothed_loss_and_gradient_equal_transformers_label_smoother(seed, epsilon, num_items):
     from transformers.trainer_pt_utils import LabelSmoother
 
-    from training.trainer import LabelSmoothedCrossEntropy
+    from vanilla_transformer.training.trainer import LabelSmoothedCrossEntropy
 
     generator = torch.Generator().manual_seed(seed)
     logits = (3 * torch.randn(4, 9, 37, generator=generator, dtype=torch.float64)).requires_grad_()
@@ -129,7 +129,7 @@ def test_label_smoothed_loss_and_gradient_equal_transformers_label_smoother(seed
 def test_label_smoothed_loss_of_half_precision_logits_is_computed_in_float32():
     from transformers.trainer_pt_utils import LabelSmoother
 
-    from training.trainer import LabelSmoothedCrossEntropy
+    from vanilla_transformer.training.trainer import LabelSmoothedCrossEntropy
 
     generator = torch.Generator().manual_seed(3)
     logits = (4 * torch.randn(3, 5, 50, generator=generator)).to(torch.bfloat16)
@@ -144,7 +144,11 @@ def test_trainer_loss_is_the_label_smoothed_loss_of_the_model_outputs(tmp_path):
     from transformers.trainer_pt_utils import LabelSmoother
 
     from helpers import random_batch, tiny_model
-    from training.trainer import LabelSmoothedCrossEntropy, TranslationTrainer, TranslationTrainingArguments
+    from vanilla_transformer.training.trainer import (
+        LabelSmoothedCrossEntropy,
+        TranslationTrainer,
+        TranslationTrainingArguments,
+    )
 
     model = tiny_model(4)
     args = TranslationTrainingArguments(output_dir=str(tmp_path), label_smoothing_factor=0.2, learning_rate=1e-3,
@@ -183,7 +187,7 @@ def test_trainer_inverse_sqrt_schedule_is_equation_3():
 @pytest.mark.parametrize("preset", ["base", "multi30k"])
 def test_preset_optimizer_makes_the_updates_of_adam_written_out(tmp_path, preset):
     from helpers import tiny_model
-    from training.trainer import TranslationTrainer
+    from vanilla_transformer.training.trainer import TranslationTrainer
 
     data = ["--train_source", "a.en", "--train_target", "a.de", "--output_dir", str(tmp_path)]
     _, _, args, _ = parse_arguments(["--preset", preset, "--learning_rate", "0.01", *data])
@@ -257,8 +261,8 @@ def test_presets_set_the_paper_recipe_and_every_flag_overrides_them(tmp_path):
 
 def test_the_model_line_names_the_regularisation_the_options_set():
     """The `Model:` line printed at the start reports what was chosen: extra dropouts only where they are on."""
-    from training.train import build_model, describe_model
     from translation_fixtures import tiny_tokenizer
+    from vanilla_transformer.training.train import build_model, describe_model
 
     data = ["--train_source", "a.en", "--train_target", "a.de", "--d_model", "32", "--ffn_dim", "64"]
     lines = {}
@@ -389,7 +393,7 @@ def test_bad_parallel_files_are_reported_by_name_and_count(tmp_path):
 def test_command_line_errors_print_one_line_without_traceback(tmp_path):
     src = _write(tmp_path / "train.en", ["one", "two"])
     result = subprocess.run(
-        [sys.executable, "-m", "training.train", "--preset", "multi30k", "--train_source", src,
+        [sys.executable, "-m", "vanilla_transformer.training.train", "--preset", "multi30k", "--train_source", src,
          "--train_target", str(tmp_path / "missing.de"), "--output_dir", str(tmp_path / "out")],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
         env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": REPO_ROOT},
@@ -439,7 +443,7 @@ def test_demo_run_saves_a_checkpoint_whose_generations_score_the_reported_bleu(t
         torch.testing.assert_close(tensor, mean, msg=name)
 
     # BLEU of the saved model decoding with its own generation config, recomputed with sacreBLEU
-    from training.numbers import number_translation_splits
+    from vanilla_transformer.training.numbers import number_translation_splits
 
     test = number_translation_splits(train_size=300, seed=42)["test"]
     sources, references = test["source"][:24], test["target"][:24]
@@ -518,7 +522,7 @@ def test_a_second_run_into_the_same_folder_must_resume_or_overwrite(tmp_path):
 def test_hugging_face_dataset_with_a_translation_column(tmp_path):
     folder = tmp_path / "dataset"
     folder.mkdir()
-    from training.numbers import number_translation_splits
+    from vanilla_transformer.training.numbers import number_translation_splits
 
     corpus = number_translation_splits(train_size=200, validation_size=10, test_size=12, seed=1,
                                        source_lang="en", target_lang="fr")

@@ -17,7 +17,7 @@ import sys
 import pytest
 import torch
 
-from training.train import main as train_main
+from vanilla_transformer.training.train import main as train_main
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,7 +49,7 @@ def test_two_cpu_processes_train_like_one_process_with_the_same_global_batch(tmp
 
     two = tmp_path / "two"
     result = subprocess.run(
-        [*LAUNCHERS[launcher], "-m", "training.train", "--output_dir", str(two), *COMMON],
+        [*LAUNCHERS[launcher], "-m", "vanilla_transformer.training.train", "--output_dir", str(two), *COMMON],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=400,
         env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": REPO_ROOT},
     )
@@ -90,7 +90,7 @@ def test_a_time_budget_on_two_processes_whose_clocks_disagree_stops_both_at_the_
     options = COMMON[4:]  # no --max_steps: the budget sizes the run
     out = tmp_path / "budget"
     launched = subprocess.Popen(
-        [*LAUNCHERS["torchrun"], "-m", "training.train", "--output_dir", str(out), *options,
+        [*LAUNCHERS["torchrun"], "-m", "vanilla_transformer.training.train", "--output_dir", str(out), *options,
          "--max_train_minutes", "0.25", "--budget_calibration_steps", "5", "--average_last_n_checkpoints", "2"],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(skew), REPO_ROOT])},

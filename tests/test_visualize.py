@@ -14,16 +14,16 @@ import pytest
 import torch
 
 from helpers import run_main, tiny_config
-from training.tokenizer import train_tokenizer
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
-from vanilla_transformer.cli import main
+from vanilla_transformer.cli.main import main
+from vanilla_transformer.training.tokenizer import train_tokenizer
 
 pytest.importorskip("matplotlib")
 num2words = pytest.importorskip("num2words").num2words
 
 from matplotlib.image import imread  # noqa: E402
 
-from vanilla_transformer.visualize import (  # noqa: E402
+from vanilla_transformer.inspect.plots import (  # noqa: E402
     attention_weights,
     find_trainer_state,
     plot_attention,

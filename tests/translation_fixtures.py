@@ -3,7 +3,7 @@
 import functools
 
 from helpers import tiny_model
-from training.tokenizer import train_tokenizer
+from vanilla_transformer.training.tokenizer import train_tokenizer
 
 # Multi30k-style captions (German with their English translations).
 GERMAN = [

@@ -3,9 +3,9 @@
 Importing the package registers the model with the Auto classes and with `pipeline("translation")`.
 """
 
-from .configuration_vanilla_transformer import PAPER_PRESETS, VanillaTransformerConfig
-from .model_card import render_model_card, save_for_hub
-from .modeling_vanilla_transformer import (
+from vanilla_transformer.cards.model_card import render_model_card, save_for_hub
+from vanilla_transformer.configuration_vanilla_transformer import PAPER_PRESETS, VanillaTransformerConfig
+from vanilla_transformer.modeling_vanilla_transformer import (
     VanillaTransformerDecoder,
     VanillaTransformerEncoder,
     VanillaTransformerForCausalLM,
@@ -16,8 +16,8 @@ from .modeling_vanilla_transformer import (
     VanillaTransformerPreTrainedModel,
     sinusoidal_position_encoding,
 )
-from .pipeline_translation import TranslationPipeline
-from .registration import register
+from vanilla_transformer.pipeline_translation import TranslationPipeline
+from vanilla_transformer.registration import register
 
 register()
 

@@ -1,5 +1,5 @@
 """`python -m vanilla_transformer ...` is the `vanilla-transformer` command."""
 
-from .cli import main
+from vanilla_transformer.cli.main import main
 
 main()

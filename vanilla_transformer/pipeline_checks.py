@@ -21,7 +21,7 @@ import functools
 
 
 def _ours(pipeline) -> bool:
-    from .configuration_vanilla_transformer import VanillaTransformerConfig
+    from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
 
     config = getattr(getattr(pipeline, "model", None), "config", None)
     return getattr(config, "model_type", None) == VanillaTransformerConfig.model_type
@@ -92,7 +92,7 @@ def register_pipeline_input_checks() -> None:
     TextClassificationPipeline.preprocess = _refuse_empty_text(
         TextClassificationPipeline.preprocess, "text-classification", "text to classify")
     FillMaskPipeline.get_target_ids = _refuse_unknown_targets(FillMaskPipeline.get_target_ids)
-    from .modeling_vanilla_transformer import PIPELINES_REFUSING_WRONG_LAYOUT
+    from vanilla_transformer.modeling_vanilla_transformer import PIPELINES_REFUSING_WRONG_LAYOUT
 
     for task, pipeline_class in (("text-generation", TextGenerationPipeline),
                                  ("text-classification", TextClassificationPipeline), ("fill-mask", FillMaskPipeline)):

@@ -10,17 +10,17 @@ from transformers import (
     AutoModelForSequenceClassification,
 )
 
-from .compat import let_translation_tasks_through
-from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .modeling_vanilla_transformer import (
+from vanilla_transformer.compat import let_translation_tasks_through
+from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer.modeling_vanilla_transformer import (
     VanillaTransformerForCausalLM,
     VanillaTransformerForConditionalGeneration,
     VanillaTransformerForMaskedLM,
     VanillaTransformerForSequenceClassification,
     VanillaTransformerModel,
 )
-from .pipeline_checks import register_pipeline_input_checks
-from .pipeline_translation import TranslationPipeline
+from vanilla_transformer.pipeline_checks import register_pipeline_input_checks
+from vanilla_transformer.pipeline_translation import TranslationPipeline
 
 # Each model class and the Auto class that builds it from a VanillaTransformerConfig: the encoder-decoder (the paper's
 # model), the decoder-only language model and the two encoder-only models.

@@ -5,7 +5,7 @@
     translate(model, tokenizer, ["Two dogs play in the snow."], num_beams=4)
 
 Decoding follows the model's `generation_config` (the paper's beam 4, length penalty 0.6) unless the keyword
-arguments say otherwise. Folders are opened by `loading.load_checkpoint`; the command is `commands/translate.py`.
+arguments say otherwise. Folders are opened by `checkpoints.load.load_checkpoint`; the command is `cli/translate.py`.
 """
 
 import sys
@@ -13,22 +13,22 @@ from collections.abc import Iterable
 
 import torch
 
-from .loading import ENGINES, load_checkpoint
-from .pipeline_translation import check_generation_parameters
+from vanilla_transformer.checkpoints.load import ENGINES, load_checkpoint
+from vanilla_transformer.pipeline_translation import check_generation_parameters
 
 TRANSLATION_KINDS = ("seq2seq", "ctranslate2")
 
 
 def load_model(path: str, device: str | torch.device | None = None):
     """A saved translation model folder's model in eval mode on `device` (default: CUDA when available), checked
-    first by `loading.load_checkpoint`: a folder that is not whole raises `CheckpointError` (a ValueError)."""
+    first by `checkpoints.load.load_checkpoint`: a folder that is not whole raises `CheckpointError` (a ValueError)."""
     return load_checkpoint(path, kinds=("seq2seq",), device=device, need_tokenizer=False).model
 
 
 def load_model_and_tokenizer(path: str, device: str | torch.device | None = None, *, engine: str = "auto",
                              compute_type: str = "default"):
     """The model and tokenizer of a saved translation folder: our PyTorch model, or a
-    `ctranslate2_engine.CTranslate2Translator` (with `compute_type`) for a folder written by `vanilla-transformer
+    `ctranslate2_runtime.CTranslate2Translator` (with `compute_type`) for a folder written by `vanilla-transformer
     export ctranslate2`; `engine` ("pytorch" or "ctranslate2") insists on one. Both `generate` for `translate`."""
     loaded = load_checkpoint(path, kinds=TRANSLATION_KINDS, device=device, engine=engine,
                              compute_type=compute_type, purpose="translate")
@@ -49,7 +49,7 @@ def translate(
     Sentences are batched by token length (less padding) and returned in their original order. A blank text gives
     an empty translation without running the model. `generate_kwargs` go to `model.generate` (num_beams,
     max_new_tokens, length_penalty, ...). `progress=True` shows a tqdm bar on stderr. `model` is our model or an
-    `ctranslate2_engine.CTranslate2Translator` (see `load_model_and_tokenizer`).
+    `ctranslate2_runtime.CTranslate2Translator` (see `load_model_and_tokenizer`).
     """
     from tqdm.auto import tqdm
 

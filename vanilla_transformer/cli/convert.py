@@ -2,14 +2,14 @@
 
     vanilla-transformer convert marian path/to/opus-mt-en-de opus-mt-en-de-vanilla
 
-The conversion is `vanilla_transformer.convert.convert`.
+The conversion is `vanilla_transformer.interop.convert.convert`.
 """
 
 import argparse
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    from ..convert import FAMILIES
+    from vanilla_transformer.interop.convert import FAMILIES
 
     parser = subparsers.add_parser(
         "convert",
@@ -28,7 +28,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> None:
-    from ..convert import FAMILIES, convert
+    from vanilla_transformer.interop.convert import FAMILIES, convert
 
     convert(args.kind, args.src, args.out, base_model=args.base_model, tokenizer=not args.no_tokenizer,
             overwrite=args.overwrite)

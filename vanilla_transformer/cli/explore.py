@@ -4,13 +4,13 @@
     vanilla-transformer explore MODEL --html OUT.html --text "..." [--text "..."]
     vanilla-transformer explore MODEL --space DIR [--model-id USER/NAME]
 
-The views are described in `vanilla_transformer.explore` and docs/explore.md.
+The views are described in `vanilla_transformer.inspect.explorer` and docs/explore.md.
 """
 
 import argparse
 import os
 
-from ._types import UsageError, checked, torch_device
+from vanilla_transformer.cli.options import UsageError, checked, torch_device
 
 
 def _port(text: str) -> int:
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> None:
     if args.model_id and not args.space:
         raise UsageError("--model-id is for --space")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    from .. import explore
+    from vanilla_transformer.inspect import explorer as explore
 
     if args.html:  # validate before the (slow) model run
         folder = os.path.dirname(os.path.abspath(args.html))
@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> None:
 def load_model_and_tokenizer(path: str, device: str | None):
     """The saved model (any of the three configurations) and its tokenizer, through the one loader; a CTranslate2
     export is refused with one line (it exposes no per-head attention)."""
-    from ..loading import PYTORCH_KINDS, folder_kind, load_checkpoint
+    from vanilla_transformer.checkpoints.kinds import PYTORCH_KINDS, folder_kind
+    from vanilla_transformer.checkpoints.load import load_checkpoint
 
     if folder_kind(path) == "ctranslate2":
         raise ValueError(f"{path} is a CTranslate2 folder: it exposes no per-head attention; explore the PyTorch "

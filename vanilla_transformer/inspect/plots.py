@@ -4,7 +4,7 @@
     vanilla-transformer plot positions --d-model 128 --length 100 --out positions.png
     vanilla-transformer plot training --run OUTPUT_DIR --out training.png
 
-(the command is `commands/plot.py`; folders are opened by `loading.load_checkpoint`.)
+(the command is `cli/plot.py`; folders are opened by `checkpoints.load.load_checkpoint`.)
 
 Each picture is also a Python function returning a matplotlib `Figure` (`plot_attention`, `plot_positions`,
 `plot_training`); `attention_weights` and `positional_encoding_matrix` return the numbers they draw. The figures
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .modeling_vanilla_transformer import first_positions, positional_encoding
+from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer.modeling_vanilla_transformer import first_positions, positional_encoding
 
 ATTENTION_KINDS = ("cross", "encoder", "decoder")
 _INSTALL_HINT = 'pip install "vanilla-transformer[plot]"'
@@ -94,7 +94,7 @@ def attention_weights(
     teacher-forced in one forward pass, which gives the same weights as step-by-step decoding with the cache.
     `layer` counts from 0; negative values count from the last layer.
     """
-    from .explore import run_with_attentions, stacked_attentions
+    from vanilla_transformer.inspect.explorer import run_with_attentions, stacked_attentions
 
     if kind not in ATTENTION_KINDS:
         raise ValueError(f"kind={kind!r} is not one of {list(ATTENTION_KINDS)}")

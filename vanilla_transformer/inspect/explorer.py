@@ -376,7 +376,7 @@ def _steps(model, tokenizer, run: AttentionRun, top_k: int) -> dict:
 def _positional_encoding(model, run: AttentionRun) -> dict:
     """The model's own positional encoding for positions 0 .. n-1 (n: the longest sequence of this run, at least
     MIN_POSITIONS_DRAWN, at most the model's positions); computed by the model's positional module."""
-    from .modeling_vanilla_transformer import first_positions
+    from vanilla_transformer.modeling_vanilla_transformer import first_positions
 
     config = model.config
     longest = max(len(run.source_ids), len(run.decoder_input_ids))
@@ -620,7 +620,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import transformers  # noqa: E402
 
 import vanilla_transformer  # noqa: E402  (registers the model with the Auto classes)
-from vanilla_transformer.explore import build_app  # noqa: E402
+from vanilla_transformer.inspect.explorer import build_app  # noqa: E402
 
 MODEL = {model_ref}
 
@@ -634,7 +634,8 @@ if __name__ == "__main__":
     demo.launch()
 '''
 
-_PACKAGE_FILES = ("*.py", "commands/*.py", "templates/*", f"{_ASSETS}/*")
+# the package as the Space runs it: its modules (every subpackage) and data files
+_PACKAGE_FILES = ("**/*.py", "cards/templates/*", f"inspect/{_ASSETS}/*")
 
 
 def _space_requirements() -> str:
@@ -671,8 +672,8 @@ def write_space(model_folder_or_id: str | os.PathLike, out_dir: str | os.PathLik
             raise FileNotFoundError(f"model folder not found: {source}")
         model_id = source  # a Hub model id, e.g. user/name
     if local:
-        from .checkpoint import check_checkpoint
-        from .export import is_ctranslate2_folder
+        from vanilla_transformer.checkpoints.kinds import is_ctranslate2_folder
+        from vanilla_transformer.checkpoints.validate import check_checkpoint
 
         if is_ctranslate2_folder(source):
             raise ValueError(f"{source} is a CTranslate2 folder: it exposes no per-head attention; give the "
@@ -695,7 +696,7 @@ def write_space(model_folder_or_id: str | os.PathLike, out_dir: str | os.PathLik
                                      'os.path.join(os.path.dirname(os.path.abspath(__file__)), "model")'))
         with open(os.path.join(staging, "requirements.txt"), "w", encoding="utf-8") as f:
             f.write(_space_requirements())
-        package = pathlib.Path(__file__).resolve().parent
+        package = pathlib.Path(__file__).resolve().parent.parent  # vanilla_transformer/
         for pattern in _PACKAGE_FILES:
             for path in sorted(package.glob(pattern)):
                 if path.is_file():

@@ -1,10 +1,10 @@
 """The `vanilla-transformer` command: thin glue over the package.
 
-Each command is a module of `vanilla_transformer.commands` with `add_parser(subparsers)` (registers its parser and
+Each command is a module of `vanilla_transformer.cli` with `add_parser(subparsers)` (registers its parser and
 returns it) and `run(args)`; `COMMANDS` lists them, in the order `--help` shows them. A command module imports the
 library it drives inside `run`, so a missing optional extra (matplotlib, CTranslate2, datasets) fails that command
 only. The one rule from errors to exit codes lives here, in `main`: a usage error (argparse's, or a
-`commands._types.UsageError` from `run`) prints the usage and exits 2; any other error exits 1 with one line,
+`cli.options.UsageError` from `run`) prints the usage and exits 2; any other error exits 1 with one line,
 "vanilla-transformer COMMAND: error: ...", never a traceback.
 """
 
@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-# modules of vanilla_transformer.commands, one per command
+# modules of vanilla_transformer.cli, one per command
 COMMANDS = ["train", "translate", "convert", "export", "plot", "explore"]
 
 # errors a command reports as its one line (anything else is a bug of ours, and keeps its traceback)
@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vanilla-transformer", description=__doc__.split("\n\n")[0])
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
-        module = importlib.import_module(f".commands.{name}", __package__)
+        module = importlib.import_module(f"vanilla_transformer.cli.{name}")
         command_parser = module.add_parser(subparsers)
         command_parser.set_defaults(command_run=module.run, command_parser=command_parser)
     return parser
@@ -63,7 +63,7 @@ def _set_up_output() -> None:
 def main(argv: list[str] | None = None) -> None:
     from huggingface_hub.errors import StrictDataclassError
 
-    from .commands._types import UsageError
+    from vanilla_transformer.cli.options import UsageError
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -1,4 +1,4 @@
-"""Seq2SeqTrainer with the paper's batching, and the pieces `training.train` hangs on it.
+"""Seq2SeqTrainer with the paper's batching, and the pieces `vanilla_transformer.training.train` hangs on it.
 
 - `TranslationTrainingArguments`: `Seq2SeqTrainingArguments` plus `--max_tokens` (token-budget batches),
   `--max_train_minutes` (wall-clock budget, see training/budget.py), `--average_last_n_checkpoints` and
@@ -23,15 +23,15 @@ from torch.utils.data import DataLoader, SequentialSampler
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
-from .batching import TokenBudgetBatchSampler
-from .budget import (
+from vanilla_transformer.training.batching import TokenBudgetBatchSampler
+from vanilla_transformer.training.budget import (
     PLACEHOLDER_MAX_STEPS,
     BudgetSchedule,
     MinutesProgressBar,
     TimeBudget,
     elapsed_on_the_main_process,
 )
-from .precision import attention_kernel
+from vanilla_transformer.training.precision import attention_kernel
 
 
 @dataclass
@@ -231,7 +231,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         if self.args.max_tokens and self.train_dataset is not None:
             columns = getattr(self.train_dataset, "column_names", ())
             epoch_lengths = None
-            if hasattr(self.train_dataset, "epoch_lengths"):  # training.data.SubwordDropout
+            if hasattr(self.train_dataset, "epoch_lengths"):  # vanilla_transformer.training.data.SubwordDropout
                 source_lengths = self.train_dataset.source_lengths
                 target_lengths = self.train_dataset.target_lengths
                 epoch_lengths = self.train_dataset.epoch_lengths
@@ -387,7 +387,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         return None  # accelerate shards it, and the gathered predictions come back in order
 
     def create_model_card(self, **kwargs) -> None:
-        """Write README.md with `vanilla_transformer.model_card.render_model_card` (also used by `push_to_hub`)."""
+        """Write README.md with `vanilla_transformer.cards.model_card.render_model_card` (also used by `push_to_hub`)."""
         if not self.is_world_process_zero():
             return
         write_model_card(self.model, self.args.output_dir, **(self.run_state.card_fields() if self.run_state else {}))
@@ -395,7 +395,7 @@ class TranslationTrainer(Seq2SeqTrainer):
 
 def write_model_card(model, output_dir: str, **card_info) -> str:
     """Render the package's model card for `model` into `output_dir/README.md` and return its path."""
-    from vanilla_transformer.model_card import render_model_card
+    from vanilla_transformer.cards.model_card import render_model_card
 
     card = render_model_card(model, **card_info)
     path = os.path.join(output_dir, "README.md")

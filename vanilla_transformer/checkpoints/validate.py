@@ -13,9 +13,7 @@ import json
 import os
 import re
 
-
-class CheckpointError(ValueError):
-    """A checkpoint folder that is not whole; the message names the file and the problem, in one line."""
+from vanilla_transformer.checkpoints.kinds import CheckpointError, model_class
 
 
 def check_checkpoint(folder: str | os.PathLike, need_tokenizer: bool = True) -> None:
@@ -69,8 +67,6 @@ def _expected_weights(folder: str, config) -> tuple[dict, list[set], list, list,
     of them suffices), and the name patterns the model class lets `from_pretrained` skip or ignore."""
     import torch
     from transformers import AutoModelForSeq2SeqLM
-
-    from .loading import model_class  # the one answer to "which class is in this folder?"
 
     try:
         with torch.device("meta"):

@@ -36,7 +36,12 @@ from pathlib import Path
 
 import torch
 
-from .export import SINUSOID_TABLE_ROWS, ExportError, _load_checkpoint, _load_tokenizer
+from vanilla_transformer.interop.export_ctranslate2 import (
+    SINUSOID_TABLE_ROWS,
+    ExportError,
+    _load_checkpoint,
+    _load_tokenizer,
+)
 
 MARIAN_LAYER_NORM_EPS = 1e-5  # MarianEncoderLayer / MarianDecoderLayer use nn.LayerNorm's default
 
@@ -307,7 +312,7 @@ def marian_model_card(model, checkpoint: Path | None, model_id: str):
     """The README.md of the folder (huggingface_hub's ModelCard): transformers / translation metadata, the source."""
     from huggingface_hub import ModelCard, ModelCardData
 
-    from .convert import hub_id_from_path
+    from vanilla_transformer.interop.convert import hub_id_from_path
 
     config, generation = model.config, model.generation_config
     base_model = hub_id_from_path(checkpoint) if checkpoint is not None else None

@@ -1,5 +1,5 @@
 """Export a checkpoint to CTranslate2, OpenNMT's inference engine (the engine that translates with the exported
-folder is `ctranslate2_engine.CTranslate2Translator`).
+folder is `ctranslate2_runtime.CTranslate2Translator`).
 
     vanilla-transformer export ctranslate2 outputs/multi30k multi30k-ct2 --quantization int8
     vanilla-transformer translate --model multi30k-ct2 --input test.en --output test.de
@@ -35,15 +35,12 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import CheckpointError
-from .ctranslate2_engine import (  # the translator and the folder test re-exported: the engine lived here
-    TOKENIZER_FINGERPRINT,
-    CTranslate2Translator,
+from vanilla_transformer.checkpoints.kinds import CheckpointError, is_ctranslate2_folder
+from vanilla_transformer.files import OutputError, check_output_folder, staged_folder
+from vanilla_transformer.interop.ctranslate2_runtime import (
     import_ctranslate2,
-    is_ctranslate2_folder,
     write_tokenizer_fingerprint,
 )
-from .files import OutputError, check_output_folder, staged_folder
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "float16", "bfloat16", "int8_bfloat16")
 # transformers' activation names (ACT2FN) -> the name of CTranslate2's common_spec.Activation member
@@ -109,7 +106,7 @@ def _set_feed_forward(spec, layer) -> None:
 
 def position_table(stack, config) -> torch.Tensor:
     """(L, D) encodings of the positions a stack gives to its tokens 0 .. L-1 (`position_offset` applied)."""
-    from .modeling_vanilla_transformer import sinusoidal_position_encoding
+    from vanilla_transformer.modeling_vanilla_transformer import sinusoidal_position_encoding
 
     offset = config.position_offset
     if config.position_embedding_type == "learned":
@@ -199,7 +196,7 @@ def vocabularies(tokenizer, config) -> tuple[list[str], list[str]]:
 
 
 def _load_checkpoint(path: Path):
-    from .loading import load_checkpoint
+    from vanilla_transformer.checkpoints.load import load_checkpoint
 
     try:  # checked first: missing weights would be filled with random ones by from_pretrained, and exported
         model = load_checkpoint(path, kinds=("seq2seq",), device="cpu", need_tokenizer=False, purpose="export").model
@@ -300,5 +297,4 @@ def _default_generation_config(model):
     return GenerationConfig.from_model_config(model.config)
 
 
-__all__ = ["TOKENIZER_FINGERPRINT", "CTranslate2Translator", "ExportError", "QUANTIZATIONS", "check_export_output",
-           "is_ctranslate2_folder", "to_ctranslate2"]
+__all__ = ["ExportError", "QUANTIZATIONS", "check_export_output", "to_ctranslate2"]

@@ -106,10 +106,10 @@ def load_hub_dataset(name: str, config_name: str | None, source_lang: str, targe
 
 
 def demo_splits(train_size: int, seed: int, source_lang: str = "en", target_lang: str = "de"):
-    """The generated number-words corpus, English -> German by default (see training.numbers)."""
+    """The generated number-words corpus, English -> German by default (see vanilla_transformer.training.numbers)."""
     from datasets import Dataset
 
-    from .numbers import number_translation_splits
+    from vanilla_transformer.training.numbers import number_translation_splits
 
     raw = number_translation_splits(train_size=train_size, seed=seed, source_lang=source_lang, target_lang=target_lang)
     return {split: Dataset.from_dict(columns) for split, columns in raw.items()}

@@ -59,7 +59,7 @@ def existing_folder(text: str) -> str:
 def writable_file(text: str) -> str:
     """A file path that can be written (`files.check_output_file`): not a folder, in an existing folder this user
     may write. The file itself is written later, atomically (`files.staged_file`)."""
-    from ..files import OutputError, check_output_file
+    from vanilla_transformer.files import OutputError, check_output_file
 
     try:
         check_output_file(text, what="")
@@ -70,7 +70,7 @@ def writable_file(text: str) -> str:
 
 def torch_device(text: str) -> str:
     """A device name torch understands (cpu, cuda, cuda:1, mps, ...); whether this machine has it is the loader's
-    question (`loading.pick_device`), as CTranslate2 folders find their own devices."""
+    question (`checkpoints.load.pick_device`), as CTranslate2 folders find their own devices."""
     import torch
 
     try:

@@ -14,11 +14,11 @@ import argparse
 import os
 import sys
 
-from ._types import UsageError, checked, positive_int, torch_device, writable_file
+from vanilla_transformer.cli.options import UsageError, checked, positive_int, torch_device, writable_file
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    from ..loading import ENGINES
+    from vanilla_transformer.checkpoints.load import ENGINES
 
     parser = subparsers.add_parser(
         "translate",
@@ -53,7 +53,7 @@ def _read_texts(args: argparse.Namespace) -> list[str]:
     """The sentences to translate: the arguments, or the lines of --input (a file, or "-": standard input) read by
     `files.read_text_lines` (split on "\\n" only, "\\r\\n" too, byte-order mark removed; not UTF-8: one line naming
     the byte)."""
-    from ..files import TextFileError, read_text_lines
+    from vanilla_transformer.files import TextFileError, read_text_lines
 
     if args.texts and args.input:
         raise UsageError("give sentences as arguments or --input FILE, not both")
@@ -71,7 +71,7 @@ def _read_texts(args: argparse.Namespace) -> list[str]:
 
 def _check_output(args: argparse.Namespace) -> None:
     """--output must not replace what this command reads (--input, a file of the --model folder)."""
-    from ..files import OutputError, check_output_file
+    from vanilla_transformer.files import OutputError, check_output_file
 
     if args.output:
         try:
@@ -81,9 +81,9 @@ def _check_output(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from ..files import staged_file
-    from ..loading import load_checkpoint
-    from ..translate import TRANSLATION_KINDS, translate
+    from vanilla_transformer.checkpoints.load import load_checkpoint
+    from vanilla_transformer.files import staged_file
+    from vanilla_transformer.translate import TRANSLATION_KINDS, translate
 
     _check_output(args)
     texts = _read_texts(args)

@@ -1,7 +1,7 @@
 """`vanilla-transformer train [OPTIONS]`: the training recipe, `python -m training.train [OPTIONS]` by another name.
 
 Every option is the recipe's own (`vanilla-transformer train --help` lists them), so the command parses nothing
-itself and hands the whole command line to `training.train.main`. Needs the train extra:
+itself and hands the whole command line to `vanilla_transformer.training.train.main`. Needs the train extra:
 pip install "vanilla-transformer[train]".
 """
 
@@ -17,6 +17,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> None:
-    from training.train import main
+    from vanilla_transformer.training.train import main
 
     main(args.options)

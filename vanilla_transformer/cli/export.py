@@ -4,8 +4,8 @@
     vanilla-transformer translate --model multi30k-ct2 --input test.en --output test.de
     vanilla-transformer export marian outputs/multi30k multi30k-marian   # a plain MarianMTModel, no remote code
 
-The exporters are `vanilla_transformer.export.to_ctranslate2` (pip install "vanilla-transformer[fast]") and
-`vanilla_transformer.export_marian.to_marian`.
+The exporters are `interop.export_ctranslate2.to_ctranslate2` (pip install "vanilla-transformer[fast]") and
+`interop.export_marian.to_marian`.
 """
 
 import argparse
@@ -13,7 +13,7 @@ import warnings
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    from ..export import QUANTIZATIONS
+    from vanilla_transformer.interop.export_ctranslate2 import QUANTIZATIONS
 
     parser = subparsers.add_parser(
         "export",
@@ -44,12 +44,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> None:
     if args.format == "marian":
-        from ..export_marian import to_marian
+        from vanilla_transformer.interop.export_marian import to_marian
 
         out = to_marian(args.checkpoint, args.out, overwrite=args.overwrite)
         print(f"Exported {args.checkpoint} to the MarianMTModel folder {out}.")
         return
-    from ..export import to_ctranslate2
+    from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # CTranslate2's converter warns about numpy details a user cannot act on

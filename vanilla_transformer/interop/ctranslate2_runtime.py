@@ -4,7 +4,8 @@
 its `generate(input_ids, attention_mask, **kwargs)` takes the tokenizer's padded ids and returns generated ids, decoded
 with the folder's generation config (beam size, length penalty, maximum length, tokens never to generate) unless told
 otherwise. The folder's vocabularies list the tokenizer's token strings by id; the translator maps ids to those strings
-and back, so the tokenizer's own special-token handling and decoding apply. The exporter is `export.to_ctranslate2`.
+and back, so the tokenizer's own special-token handling and decoding apply. The exporter is
+`export_ctranslate2.to_ctranslate2`.
 """
 
 import json
@@ -14,10 +15,9 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import CheckpointError
-from .files import sha256_of_file
+from vanilla_transformer.checkpoints.kinds import CheckpointError, is_ctranslate2_folder
+from vanilla_transformer.files import sha256_of_file
 
-CTRANSLATE2_FILES = ("model.bin", "config.json")
 VOCABULARY_FILES = ("shared_vocabulary.json", "source_vocabulary.json", "target_vocabulary.json")
 INSTALL_HINT = 'pip install "vanilla-transformer[fast]"'
 # Written by the export beside the tokenizer files: {"sha256": {file name: SHA-256 of its bytes}} of the tokenizer
@@ -33,11 +33,6 @@ def import_ctranslate2():
     except ImportError:
         raise ImportError(f"CTranslate2 is not installed: {INSTALL_HINT}") from None
     return ctranslate2
-
-
-def is_ctranslate2_folder(path: str | os.PathLike) -> bool:
-    """A folder written by CTranslate2 (ours or any other converter): model.bin beside config.json."""
-    return all(os.path.isfile(os.path.join(path, name)) for name in CTRANSLATE2_FILES)
 
 
 def write_tokenizer_fingerprint(folder: str | os.PathLike, names) -> None:
@@ -205,5 +200,5 @@ class CTranslate2Translator:
         return [[self.target_ids[token] for token in result.hypotheses[0]] for result in results]
 
 
-__all__ = ["CTRANSLATE2_FILES", "TOKENIZER_FINGERPRINT", "CTranslate2Translator", "check_tokenizer_fingerprint",
-           "import_ctranslate2", "is_ctranslate2_folder", "write_tokenizer_fingerprint"]
+__all__ = ["TOKENIZER_FINGERPRINT", "CTranslate2Translator", "check_tokenizer_fingerprint",
+           "import_ctranslate2", "write_tokenizer_fingerprint"]

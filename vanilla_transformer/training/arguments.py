@@ -17,9 +17,9 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from .budget import PLACEHOLDER_MAX_STEPS, SCHEDULES
-from .presets import PRESETS, Preset, paper_learning_rate
-from .trainer import TranslationTrainingArguments
+from vanilla_transformer.training.budget import PLACEHOLDER_MAX_STEPS, SCHEDULES
+from vanilla_transformer.training.presets import PRESETS, Preset, paper_learning_rate
+from vanilla_transformer.training.trainer import TranslationTrainingArguments
 
 USAGE = "python -m training.train [--preset {%s}] [data, model and Trainer options; --help lists them all]" % (
     "|".join(PRESETS))
@@ -216,14 +216,14 @@ def parse_arguments(argv: list[str] | None = None):
         defaults["report_to"] = "none"
     import torch
 
-    from .precision import default_precision
+    from vanilla_transformer.training.precision import default_precision
 
     defaults["dataloader_pin_memory"] = torch.cuda.is_available()
     defaults["ddp_find_unused_parameters"] = False  # every parameter takes part in every step
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
         # torchrun on a machine without GPUs: accelerate runs several CPU processes (gloo) only with use_cpu
         defaults["use_cpu"] = True
-    if not {"bf16", "fp16"} & explicit:  # what the machine does fast (printed by training.train)
+    if not {"bf16", "fp16"} & explicit:  # what the machine does fast (printed by vanilla_transformer.training.train)
         defaults.update(default_precision(use_cpu=bool(defaults.get("use_cpu")) or "use_cpu" in explicit)[0])
     if "max_train_minutes" in explicit and "max_steps" not in explicit:
         defaults["max_steps"] = PLACEHOLDER_MAX_STEPS  # the time budget plans the steps (training/budget.py)
@@ -236,7 +236,7 @@ def parse_arguments(argv: list[str] | None = None):
     if training_args.learning_rate is None:  # parsed again with the learning rate it implies as the default
         try:
             learning_rate = settle_learning_rate(model_args, training_args, preset)
-        except LearningRateError as error:  # one line, as training.train reports its other problems
+        except LearningRateError as error:  # one line, as vanilla_transformer.training.train reports its other problems
             sys.exit(f"error: {error}")
         parser.set_defaults(learning_rate=learning_rate)
         data_args, model_args, training_args = parser.parse_args_into_dataclasses(args=argv)

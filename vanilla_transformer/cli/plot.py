@@ -4,12 +4,12 @@
     vanilla-transformer plot positions --d-model 128 --length 100 --out positions.png
     vanilla-transformer plot training --run OUTPUT_DIR --out training.png
 
-The pictures are drawn by `vanilla_transformer.visualize` (matplotlib: pip install "vanilla-transformer[plot]").
+The pictures are drawn by `vanilla_transformer.inspect.plots` (matplotlib: pip install "vanilla-transformer[plot]").
 """
 
 import argparse
 
-from ._types import checked, positive_float, positive_int, torch_device
+from vanilla_transformer.cli.options import checked, positive_float, positive_int, torch_device
 
 
 def _head(value: str) -> int | str:
@@ -29,8 +29,8 @@ def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    from ..configuration_vanilla_transformer import SINUSOIDAL_FREQUENCIES, SINUSOIDAL_LAYOUTS
-    from ..visualize import ATTENTION_KINDS  # matplotlib is imported only to draw
+    from vanilla_transformer.configuration_vanilla_transformer import SINUSOIDAL_FREQUENCIES, SINUSOIDAL_LAYOUTS
+    from vanilla_transformer.inspect.plots import ATTENTION_KINDS  # matplotlib is imported only to draw
 
     plot = subparsers.add_parser("plot", help="draw attention maps, positional encodings or training curves",
                                  description=__doc__.split("\n\n")[0].split(": ", 1)[1])
@@ -91,7 +91,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> None:
     """Draw and save; a user error (bad path, unknown layer, missing matplotlib) is one line on stderr, exit 1."""
-    from ..visualize import _figure, save_figure
+    from vanilla_transformer.inspect.plots import _figure, save_figure
 
     _figure()  # fail before loading a model when matplotlib is missing
     fig = args.draw(args)
@@ -105,8 +105,9 @@ def _figsize(args: argparse.Namespace) -> tuple[float, float] | None:
 
 
 def _attention(args: argparse.Namespace):
-    from ..loading import PYTORCH_KINDS, load_checkpoint
-    from ..visualize import plot_attention
+    from vanilla_transformer.checkpoints.kinds import PYTORCH_KINDS
+    from vanilla_transformer.checkpoints.load import load_checkpoint
+    from vanilla_transformer.inspect.plots import plot_attention
 
     loaded = load_checkpoint(args.model, kinds=PYTORCH_KINDS, device=args.device, purpose="plot attention")
     generate_kwargs = {name: getattr(args, name) for name in ("num_beams", "max_new_tokens")
@@ -116,8 +117,9 @@ def _attention(args: argparse.Namespace):
 
 
 def _positions(args: argparse.Namespace):
-    from ..loading import PYTORCH_KINDS, load_checkpoint
-    from ..visualize import plot_positions
+    from vanilla_transformer.checkpoints.kinds import PYTORCH_KINDS
+    from vanilla_transformer.checkpoints.load import load_checkpoint
+    from vanilla_transformer.inspect.plots import plot_positions
 
     options = {name: getattr(args, name) for name in ("layout", "frequencies", "offset")
                if getattr(args, name) is not None}
@@ -132,6 +134,6 @@ def _positions(args: argparse.Namespace):
 
 
 def _training(args: argparse.Namespace):
-    from ..visualize import plot_training
+    from vanilla_transformer.inspect.plots import plot_training
 
     return plot_training(args.run, metrics=args.metrics, figsize=_figsize(args))

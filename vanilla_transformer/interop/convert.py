@@ -27,11 +27,14 @@ import torch
 from huggingface_hub.errors import StrictDataclassError
 from transformers.utils import logging
 
-from .checkpoint import CheckpointError, check_checkpoint
-from .configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
-from .files import OutputError, check_output_folder, staged_folder
-from .model_card import converted_model_card, hub_id_from_path
-from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_position_encoding
+from vanilla_transformer.cards.model_card import converted_model_card, hub_id_from_path
+from vanilla_transformer.checkpoints.validate import CheckpointError, check_checkpoint
+from vanilla_transformer.configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
+from vanilla_transformer.files import OutputError, check_output_folder, staged_folder
+from vanilla_transformer.modeling_vanilla_transformer import (
+    VanillaTransformerForConditionalGeneration,
+    sinusoidal_position_encoding,
+)
 
 logger = logging.get_logger(__name__)
 

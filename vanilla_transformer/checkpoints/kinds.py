@@ -1,0 +1,136 @@
+"""What a saved folder holds: one of `KINDS`, read from its files without loading anything.
+
+A PyTorch checkpoint written by `save_pretrained` names the class it was saved from first in config.json's
+`architectures`, which says which Auto class builds it; a CTranslate2 folder (ours or any other converter's) has
+model.bin beside config.json. A folder of another kind than a command takes is refused with one line naming what it
+holds and what is needed.
+"""
+
+import json
+import os
+
+import transformers
+from transformers.models.auto import modeling_auto
+
+CTRANSLATE2_FILES = ("model.bin", "config.json")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint folder that is not whole or not of the kind needed; the message names the file and the problem,
+    in one line."""
+
+
+def is_ctranslate2_folder(path: str | os.PathLike) -> bool:
+    """A folder written by CTranslate2 (ours or any other converter): model.bin beside config.json."""
+    return all(os.path.isfile(os.path.join(path, name)) for name in CTRANSLATE2_FILES)
+
+
+KINDS = ("seq2seq", "causal-lm", "sequence-classification", "masked-lm", "ctranslate2")
+PYTORCH_KINDS = KINDS[:4]
+
+# Which class is in a folder: each PyTorch kind and the transformers Auto class that builds it (from config.json's
+# `architectures`). Our classes register with the same Auto classes (`registration.AUTO_CLASSES`), and
+# `architecture_kind` reads our classes' kinds from there, so the two tables cannot disagree.
+AUTO_CLASS_OF_KIND = {
+    "seq2seq": "AutoModelForSeq2SeqLM",
+    "causal-lm": "AutoModelForCausalLM",
+    "sequence-classification": "AutoModelForSequenceClassification",
+    "masked-lm": "AutoModelForMaskedLM",
+}
+# transformers' own table of the classes each Auto class builds (model_type -> class name), for folders of other models
+_MAPPING_NAMES_OF_KIND = {
+    "seq2seq": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
+    "causal-lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
+    "sequence-classification": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
+    "masked-lm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
+}
+DESCRIPTIONS = {
+    "seq2seq": "a translation model (seq2seq)",
+    "causal-lm": "a decoder-only language model",
+    "sequence-classification": "an encoder-only sequence classifier",
+    "masked-lm": "an encoder-only masked language model",
+    "ctranslate2": "a CTranslate2 folder",
+}
+
+
+def architecture_kind(name: str) -> str | None:
+    """The kind (one of `PYTORCH_KINDS`) of the model class called `name`, ours or transformers'; None if none."""
+    from vanilla_transformer.registration import AUTO_CLASSES  # registration imports the model; kinds does not
+
+    ours = {model_class.__name__: auto_class.__name__ for auto_class, model_class in AUTO_CLASSES}
+    for kind, auto_class in AUTO_CLASS_OF_KIND.items():
+        if ours.get(name) == auto_class or name in getattr(modeling_auto, _MAPPING_NAMES_OF_KIND[kind]).values():
+            return kind
+    return None
+
+
+def model_class(config):
+    """The model class named first in `config.architectures` (ours or transformers'), or None when it names none."""
+    import vanilla_transformer  # the package's model classes (the package imports this module's users, not this)
+
+    for name in getattr(config, "architectures", None) or []:
+        for module in (vanilla_transformer, transformers):
+            cls = getattr(module, name, None)
+            if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel):
+                return cls
+    return None
+
+
+def _read_architectures(path: str) -> list[str]:
+    config_path = os.path.join(path, "config.json")
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise CheckpointError(f"{config_path} cannot be read: {' '.join(str(error).split())}") from None
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{config_path} holds a JSON {type(config).__name__}, not an object")
+    architectures = config.get("architectures") or []
+    return architectures if isinstance(architectures, list) else [architectures]
+
+
+def folder_kind(path: str | os.PathLike) -> str:
+    """What the folder at `path` holds, one of `KINDS`; `CheckpointError` (one line) when it is not a model folder.
+
+    A folder without `architectures` in its config.json (older saves) counts as seq2seq, as `AutoModelForSeq2SeqLM`
+    would load it."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise CheckpointError(f"model folder not found: {path}")
+    if not os.path.isdir(path):
+        raise CheckpointError(f"{path} is a file; give the folder written by save_pretrained")
+    if is_ctranslate2_folder(path):
+        return "ctranslate2"
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        raise CheckpointError(f"{path} is not a saved model folder: it has no config.json (save_pretrained) and no "
+                              "model.bin (CTranslate2)")
+    architectures = _read_architectures(path)
+    if not architectures:
+        return "seq2seq"
+    kind = architecture_kind(str(architectures[0]))
+    if kind is None:
+        raise CheckpointError(f"{path} holds a {architectures[0]}, which is none of {describe(PYTORCH_KINDS)}")
+    return kind
+
+
+def check_folder_kind(path: str | os.PathLike, kinds, purpose: str | None = None, *, kind: str | None = None) -> str:
+    """The kind of the folder at `path` (`folder_kind`, or `kind` when already known); `CheckpointError` (one line)
+    when it is none of `kinds`, naming what the folder holds and what `purpose` (e.g. "translate") needs:
+    "M holds a decoder-only language model (VanillaTransformerForCausalLM); translate needs a translation model"."""
+    path = os.fspath(path)
+    kind = kind or folder_kind(path)
+    if kind not in kinds:
+        holds = DESCRIPTIONS[kind]
+        if kind != "ctranslate2":  # name the class: "a decoder-only language model (VanillaTransformerForCausalLM)"
+            architecture = (_read_architectures(path) or [AUTO_CLASS_OF_KIND[kind]])[0]
+            holds = f"{holds[:-1]}, {architecture})" if holds.endswith(")") else f"{holds} ({architecture})"
+        raise CheckpointError(f"{path} holds {holds}; {purpose or 'this'} needs {describe(kinds)}")
+    return kind
+
+
+def describe(kinds) -> str:
+    """`kinds` in words: "a translation model (seq2seq) or a CTranslate2 folder"."""
+    words = [DESCRIPTIONS[kind] for kind in kinds]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+

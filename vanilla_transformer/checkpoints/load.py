@@ -1,0 +1,120 @@
+"""One loader for saved folders: every command (translate, plot, export, ...) opens a model folder through it.
+
+    loaded = load_checkpoint("outputs/multi30k", kinds=("seq2seq", "ctranslate2"))
+    loaded.model, loaded.tokenizer, loaded.kind, loaded.device
+
+A folder holds one of `KINDS`: a PyTorch checkpoint written by `save_pretrained` (the class it was saved from is
+the first name in config.json's `architectures`, which says which Auto class builds it), or a CTranslate2 folder
+written by `vanilla-transformer export ctranslate2` (model.bin beside config.json). `load_checkpoint` checks the
+folder once (`validate.check_checkpoint` for a PyTorch folder: whole, readable, the weights of its config), picks
+the class from the folder and the device once, and returns the model in eval mode with its tokenizer. A folder of
+another kind than the caller takes (`kinds`) is refused with one line naming what it holds and what is needed.
+"""
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from vanilla_transformer.checkpoints.kinds import (
+    AUTO_CLASS_OF_KIND,
+    CheckpointError,
+    check_folder_kind,
+    folder_kind,
+)
+from vanilla_transformer.checkpoints.validate import check_checkpoint
+from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator, check_tokenizer_fingerprint
+
+ENGINES = ("auto", "pytorch", "ctranslate2")
+
+
+@dataclass
+class LoadedCheckpoint:
+    """A loaded folder: `model` in eval mode (ours, transformers' or a `CTranslate2Translator`), its tokenizer (None
+    when not asked for), the folder's kind (one of `KINDS`) and the device the model is on."""
+
+    path: str
+    kind: str
+    model: Any
+    tokenizer: Any
+    device: str
+
+
+def pick_device(device: str | torch.device | None = None) -> str:
+    """`device` checked (a torch device this machine has), or CUDA when available, else the CPU."""
+    if device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device {str(device)!r} is not a torch device (cpu, cuda, cuda:1, mps, ...)") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {str(device)!r}: CUDA is not available on this machine")
+    return str(parsed)
+
+
+def load_checkpoint(
+    path: str | os.PathLike,
+    *,
+    kinds=None,
+    device: str | torch.device | None = None,
+    engine: str = "auto",
+    compute_type: str = "default",
+    need_tokenizer: bool = True,
+    purpose: str | None = None,
+) -> LoadedCheckpoint:
+    """Load the saved folder at `path` (see the module's docstring) after checking it once.
+
+    `kinds`: the kinds the caller takes (default: all of `KINDS`); another is refused with a `CheckpointError`
+    naming what the folder holds and what `purpose` (e.g. "translate") needs. `device`: "cpu", "cuda", "cuda:1", ...
+    (default: CUDA when available). `engine` ("auto", "pytorch" or "ctranslate2") insists on a PyTorch or a
+    CTranslate2 folder; `compute_type` ("int8", "float32", ...) applies to CTranslate2 folders only.
+    `need_tokenizer=False` neither checks nor loads the tokenizer. Raises `CheckpointError` (a ValueError) for a
+    folder that is not whole or of the wrong kind, ValueError for a bad argument.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
+    path = os.fspath(path)
+    kind = folder_kind(path)
+    if engine == "ctranslate2" and kind != "ctranslate2":
+        raise CheckpointError(f"{path} is not a CTranslate2 folder (it has no model.bin); make one with "
+                              f"`vanilla-transformer export ctranslate2 {path} OUT`")
+    if engine == "pytorch" and kind == "ctranslate2":
+        raise CheckpointError(f"{path} is a CTranslate2 folder: translate it with the ctranslate2 engine")
+    if kinds is not None:
+        check_folder_kind(path, kinds, purpose, kind=kind)
+    if kind == "ctranslate2":
+        return _load_ctranslate2(path, device, compute_type, need_tokenizer)
+    if compute_type != "default":
+        raise ValueError(f"--compute-type applies to CTranslate2 folders (vanilla-transformer export ctranslate2); "
+                         f"{path} holds a PyTorch model")
+    device = pick_device(device)
+    check_checkpoint(path, need_tokenizer=need_tokenizer)
+    import transformers
+
+    import vanilla_transformer  # noqa: F401  (registers our classes with the Auto classes)
+
+    auto_class = getattr(transformers, AUTO_CLASS_OF_KIND[kind])
+    model = auto_class.from_pretrained(path).to(device).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path) if need_tokenizer else None
+    return LoadedCheckpoint(path=path, kind=kind, model=model, tokenizer=tokenizer, device=device)
+
+
+def _load_ctranslate2(path: str, device, compute_type: str, need_tokenizer: bool) -> LoadedCheckpoint:
+    tokenizer = None
+    if need_tokenizer:
+        if not any(os.path.isfile(os.path.join(path, name)) for name in ("tokenizer.json", "tokenizer_config.json")):
+            raise CheckpointError(f"{path} has no tokenizer (tokenizer.json); save it there with "
+                                  f"tokenizer.save_pretrained({path!r})")
+        check_tokenizer_fingerprint(path)  # the tokenizer files are those the vocabularies were exported from
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    # CTranslate2 finds its own devices ("auto": CUDA when it has one); the translator checks the device
+    model = CTranslate2Translator(path, device=str(device or "auto"), compute_type=compute_type)
+    return LoadedCheckpoint(path=path, kind="ctranslate2", model=model, tokenizer=tokenizer,
+                            device=str(model.translator.device))
+
+
+__all__ = ["ENGINES", "LoadedCheckpoint", "load_checkpoint", "pick_device"]

@@ -469,7 +469,11 @@ PIPELINES_REFUSING_WRONG_LAYOUT = {"translation"}
 
 def _pipeline_task() -> str | None:
     """The task of the `transformers.pipeline(...)` whose model loading (`pipelines.base.load_model`) runs this
-    `from_pretrained`, if any."""
+    `from_pretrained`, if any.
+
+    Read off the call stack because no argument carries it here: `load_model` passes the task as `_from_pipeline`,
+    but the Auto classes hand that keyword to `AutoConfig.from_pretrained`, which consumes it, so the model class's
+    `from_pretrained` never sees it."""
     import sys
 
     frame = sys._getframe(1)

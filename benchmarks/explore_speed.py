@@ -1,4 +1,4 @@
-"""How fast the attention explorer answers (issue 18's goals), with the `multi30k` preset's shape (3 + 3 layers,
+"""How fast the attention explorer answers, with the `multi30k` preset's shape (3 + 3 layers,
 4 heads, d_model 256; random weights: speed does not depend on them) and a tokenizer trained on Multi30k's English
 and German.
 

@@ -22,7 +22,7 @@ from helpers import HIDE_PACKAGE, REPO_ROOT
 from translation_fixtures import ENGLISH, GERMAN, tiny_tokenizer, tiny_translator
 from vanilla_transformer import save_for_hub
 
-OLD_FOLDER = REPO_ROOT / "tests" / "fixtures" / "saved_before_issue21"
+FOLDER_0_1 = REPO_ROOT / "tests" / "fixtures" / "saved_by_version_0_1"
 
 SCRIPT = HIDE_PACKAGE + textwrap.dedent(
     r'''
@@ -92,9 +92,9 @@ def test_a_saved_folder_tokenizer_loads_without_the_package_with_the_same_tokens
 def test_a_folder_saved_by_version_0_1_tokenizer_loads_without_the_package(tmp_path):
     from transformers import PreTrainedTokenizerFast
 
-    texts = json.loads((OLD_FOLDER / "expected.json").read_text())["texts"]
-    loaded, output = load_in_fresh_interpreter("fast", OLD_FOLDER, texts, tmp_path)
-    assert_clean_load(loaded, output, PreTrainedTokenizerFast.from_pretrained(OLD_FOLDER)(texts)["input_ids"])
+    texts = json.loads((FOLDER_0_1 / "expected.json").read_text())["texts"]
+    loaded, output = load_in_fresh_interpreter("fast", FOLDER_0_1, texts, tmp_path)
+    assert_clean_load(loaded, output, PreTrainedTokenizerFast.from_pretrained(FOLDER_0_1)(texts)["input_ids"])
 
 
 @pytest.mark.xfail(strict=True, reason="transformers' AutoTokenizer resolves config.json's remote-code AutoConfig "

@@ -45,8 +45,8 @@ def write_tokenizer_fingerprint(folder: str | os.PathLike, names) -> None:
 def check_tokenizer_fingerprint(folder: str | os.PathLike) -> None:
     """Raise `CheckpointError` (one line) when the tokenizer files of the CTranslate2 folder are not those it was
     exported with (another run's tokenizer copied in, a file removed): its vocabularies would map the tokenizer's ids
-    to other tokens, and the translations would be garbage. A folder exported before fingerprints were recorded
-    (no TOKENIZER_FINGERPRINT) is not checked."""
+    to other tokens, and the translations would be garbage. A folder without a fingerprint file (no
+    TOKENIZER_FINGERPRINT, as earlier versions exported) is not checked."""
     folder = Path(folder)
     path = folder / TOKENIZER_FINGERPRINT
     if not path.exists():

@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 
 from vanilla_transformer.checkpoints.kinds import CheckpointError, is_ctranslate2_folder
+from vanilla_transformer.configuration_vanilla_transformer import ACTIVATIONS
 from vanilla_transformer.files import OutputError, check_output_folder, staged_folder
 from vanilla_transformer.interop.ctranslate2_runtime import (
     import_ctranslate2,
@@ -43,8 +44,9 @@ from vanilla_transformer.interop.ctranslate2_runtime import (
 )
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "float16", "bfloat16", "int8_bfloat16")
-# transformers' activation names (ACT2FN) -> the name of CTranslate2's common_spec.Activation member
-ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "swish": "SWISH", "silu": "SWISH"}
+# CTranslate2's common_spec.Activation member for each of the configuration's ACTIVATIONS: the name in capitals,
+# except these two
+CTRANSLATE2_ACTIVATION_EXCEPTIONS = {"gelu_new": "GELUTanh", "silu": "SWISH"}
 SINUSOID_TABLE_ROWS = 1024  # at least this many positions for sinusoids, which have no length of their own
 
 
@@ -126,6 +128,11 @@ def _set_stack(spec, stack, config) -> None:
         _set_layer_norm(spec.layer_norm, stack.layer_norm)
 
 
+def ctranslate2_activation(name: str) -> str:
+    """The name of CTranslate2's `common_spec.Activation` member for one of the configuration's ACTIVATIONS."""
+    return CTRANSLATE2_ACTIVATION_EXCEPTIONS.get(name, name.upper())
+
+
 def check_exportable(config) -> None:
     """Raise ExportError naming the first option of `config` that CTranslate2 cannot express."""
     if config.activation_function not in ACTIVATIONS:
@@ -143,8 +150,8 @@ def model_spec(model):
 
     config = model.config
     check_exportable(config)
-    options = dict(pre_norm=config.normalize_before, activation=getattr(common_spec.Activation,
-                                                                        ACTIVATIONS[config.activation_function]))
+    options = dict(pre_norm=config.normalize_before,
+                   activation=getattr(common_spec.Activation, ctranslate2_activation(config.activation_function)))
     spec = transformer_spec.TransformerSpec(
         transformer_spec.TransformerEncoderSpec(config.encoder_layers, config.encoder_attention_heads, **options),
         transformer_spec.TransformerDecoderSpec(config.decoder_layers, config.decoder_attention_heads, **options),

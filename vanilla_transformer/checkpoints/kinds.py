@@ -76,15 +76,25 @@ def model_class(config):
     return None
 
 
-def _read_architectures(path: str) -> list[str]:
-    config_path = os.path.join(path, "config.json")
+def one_line(error: BaseException) -> str:
+    """An error's message on one line (white space folded), or its type's name when it has none."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def read_json_object(path: str) -> dict:
+    """The JSON object in the file at `path`; CheckpointError (one line) if it cannot be read or is not an object."""
     try:
-        with open(config_path, encoding="utf-8") as f:
-            config = json.load(f)
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
     except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise CheckpointError(f"{config_path} cannot be read: {' '.join(str(error).split())}") from None
-    if not isinstance(config, dict):
-        raise CheckpointError(f"{config_path} holds a JSON {type(config).__name__}, not an object")
+        raise CheckpointError(f"{path} cannot be read: {one_line(error)}") from None
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{path} holds a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def _read_architectures(path: str) -> list[str]:
+    config = read_json_object(os.path.join(path, "config.json"))
     architectures = config.get("architectures") or []
     return architectures if isinstance(architectures, list) else [architectures]
 

@@ -23,10 +23,15 @@ only, without this package, transformers' behaviour stays.)
 
 import functools
 
+from transformers.pipelines.fill_mask import FillMaskPipeline
+from transformers.pipelines.text_classification import TextClassificationPipeline
+from transformers.pipelines.text_generation import TextGenerationPipeline
+
+from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer.modeling_vanilla_transformer import PIPELINES_REFUSING_WRONG_LAYOUT
+
 
 def _ours(pipeline) -> bool:
-    from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
-
     config = getattr(getattr(pipeline, "model", None), "config", None)
     return getattr(config, "model_type", None) == VanillaTransformerConfig.model_type
 
@@ -87,16 +92,11 @@ def _refuse_wrong_layout(init):
 
 def register_pipeline_input_checks() -> None:
     """Install the checks of this module's docstring on transformers' pipeline classes (idempotent)."""
-    from transformers.pipelines.fill_mask import FillMaskPipeline
-    from transformers.pipelines.text_classification import TextClassificationPipeline
-    from transformers.pipelines.text_generation import TextGenerationPipeline
-
     TextGenerationPipeline.preprocess = _refuse_empty_text(
         TextGenerationPipeline.preprocess, "text-generation", "text (prompt) to continue")
     TextClassificationPipeline.preprocess = _refuse_empty_text(
         TextClassificationPipeline.preprocess, "text-classification", "text to classify")
     FillMaskPipeline.get_target_ids = _refuse_unknown_targets(FillMaskPipeline.get_target_ids)
-    from vanilla_transformer.modeling_vanilla_transformer import PIPELINES_REFUSING_WRONG_LAYOUT
 
     for task, pipeline_class in (("text-generation", TextGenerationPipeline),
                                  ("text-classification", TextClassificationPipeline), ("fill-mask", FillMaskPipeline)):

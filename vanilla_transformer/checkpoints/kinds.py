@@ -12,6 +12,9 @@ import os
 import transformers
 from transformers.models.auto import modeling_auto
 
+from vanilla_transformer import modeling_vanilla_transformer
+from vanilla_transformer.registration import AUTO_CLASSES
+
 CTRANSLATE2_FILES = ("model.bin", "config.json")
 
 
@@ -55,8 +58,6 @@ DESCRIPTIONS = {
 
 def architecture_kind(name: str) -> str | None:
     """The kind (one of `PYTORCH_KINDS`) of the model class called `name`, ours or transformers'; None if none."""
-    from vanilla_transformer.registration import AUTO_CLASSES  # registration imports the model; kinds does not
-
     ours = {model_class.__name__: auto_class.__name__ for auto_class, model_class in AUTO_CLASSES}
     for kind, auto_class in AUTO_CLASS_OF_KIND.items():
         if ours.get(name) == auto_class or name in getattr(modeling_auto, _MAPPING_NAMES_OF_KIND[kind]).values():
@@ -66,10 +67,8 @@ def architecture_kind(name: str) -> str | None:
 
 def model_class(config):
     """The model class named first in `config.architectures` (ours or transformers'), or None when it names none."""
-    import vanilla_transformer  # the package's model classes (the package imports this module's users, not this)
-
     for name in getattr(config, "architectures", None) or []:
-        for module in (vanilla_transformer, transformers):
+        for module in (modeling_vanilla_transformer, transformers):
             cls = getattr(module, name, None)
             if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel):
                 return cls

@@ -12,6 +12,11 @@ import inspect
 import os
 import re
 
+import torch
+import transformers
+from safetensors import safe_open
+from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
 from vanilla_transformer.checkpoints.kinds import CheckpointError, model_class, one_line, read_json_object
 
 
@@ -32,10 +37,6 @@ def check_checkpoint(folder: str | os.PathLike, need_tokenizer: bool = True) -> 
 
 
 def _read_config(folder: str):
-    from transformers import AutoConfig
-
-    import vanilla_transformer  # noqa: F401  (registers model_type "vanilla_transformer")
-
     path = os.path.join(folder, "config.json")
     if not os.path.isfile(path):
         raise CheckpointError(f"{folder} is not a saved model folder: it has no config.json")
@@ -49,9 +50,6 @@ def _read_config(folder: str):
 def _expected_weights(folder: str, config) -> tuple[dict, list[set], list, list, set]:
     """Names and shapes of the weights `config`'s model saves, the groups of names that share one tensor (any one
     of them suffices), and the name patterns the model class lets `from_pretrained` skip or ignore."""
-    import torch
-    from transformers import AutoModelForSeq2SeqLM
-
     try:
         with torch.device("meta"):
             cls = model_class(config)
@@ -97,11 +95,8 @@ def _read_shapes(path: str) -> dict[str, tuple]:
     """Names and shapes of the tensors in one weight file, reading no more than its header."""
     try:
         if path.endswith(".safetensors"):
-            from safetensors import safe_open
-
             with safe_open(path, framework="pt") as f:  # checks that the file is as long as its header says
                 return {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
-        import torch
 
         state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
         return {name: tuple(tensor.shape) for name, tensor in state.items()}
@@ -146,7 +141,6 @@ def _check_tokenizer(folder: str) -> None:
     if os.path.isfile(tokenizer_json):
         read_json_object(tokenizer_json)
         return
-    import transformers
 
     name = tokenizer_config.get("tokenizer_class") or ""
     cls = getattr(transformers, name, None) or getattr(transformers, name.removesuffix("Fast"), None)

@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 
 import torch
+from transformers import GenerationConfig
 
 from vanilla_transformer.checkpoints.kinds import CheckpointError, is_ctranslate2_folder, one_line
 from vanilla_transformer.files import sha256_of_file
@@ -99,8 +100,6 @@ class CTranslate2Translator:
 
     def __init__(self, folder: str | os.PathLike, device: str = "cpu", compute_type: str = "default",
                  inter_threads: int = 1, intra_threads: int = 0):
-        from transformers import GenerationConfig
-
         ctranslate2 = import_ctranslate2()
         folder = Path(folder)
         if not is_ctranslate2_folder(folder):

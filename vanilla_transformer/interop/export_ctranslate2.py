@@ -34,14 +34,17 @@ import os
 from pathlib import Path
 
 import torch
+from transformers import AutoTokenizer, GenerationConfig
 
 from vanilla_transformer.checkpoints.kinds import CheckpointError, is_ctranslate2_folder
+from vanilla_transformer.checkpoints.load import load_checkpoint
 from vanilla_transformer.configuration_vanilla_transformer import ACTIVATIONS
 from vanilla_transformer.files import OutputError, check_output_folder, staged_folder
 from vanilla_transformer.interop.ctranslate2_runtime import (
     import_ctranslate2,
     write_tokenizer_fingerprint,
 )
+from vanilla_transformer.modeling_vanilla_transformer import sinusoidal_position_encoding
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "float16", "bfloat16", "int8_bfloat16")
 # CTranslate2's common_spec.Activation member for each of the configuration's ACTIVATIONS: the name in capitals,
@@ -108,8 +111,6 @@ def _set_feed_forward(spec, layer) -> None:
 
 def position_table(stack, config) -> torch.Tensor:
     """(L, D) encodings of the positions a stack gives to its tokens 0 .. L-1 (`position_offset` applied)."""
-    from vanilla_transformer.modeling_vanilla_transformer import sinusoidal_position_encoding
-
     offset = config.position_offset
     if config.position_embedding_type == "learned":
         return stack.embed_positions.weight[offset:]
@@ -203,8 +204,6 @@ def vocabularies(tokenizer, config) -> tuple[list[str], list[str]]:
 
 
 def _load_checkpoint(path: Path):
-    from vanilla_transformer.checkpoints.load import load_checkpoint
-
     try:  # checked first: missing weights would be filled with random ones by from_pretrained, and exported
         model = load_checkpoint(path, kinds=("seq2seq",), device="cpu", need_tokenizer=False, purpose="export").model
     except CheckpointError as error:  # the tokenizer is checked by _load_tokenizer
@@ -218,8 +217,6 @@ def _load_checkpoint(path: Path):
 
 
 def _load_tokenizer(tokenizer, checkpoint: Path | None):
-    from transformers import AutoTokenizer
-
     if tokenizer is None and checkpoint is None:
         raise ExportError("A model object has no tokenizer: pass tokenizer= (a tokenizer or its folder).")
     if tokenizer is None or isinstance(tokenizer, (str, os.PathLike)):
@@ -299,8 +296,6 @@ def to_ctranslate2(checkpoint_or_model, output_dir: str | os.PathLike, quantizat
 
 
 def _default_generation_config(model):
-    from transformers import GenerationConfig
-
     return GenerationConfig.from_model_config(model.config)
 
 

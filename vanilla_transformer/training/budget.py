@@ -19,6 +19,8 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 
+import torch.distributed as dist
+from tqdm.auto import tqdm
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
@@ -149,8 +151,6 @@ def elapsed_on_the_main_process(start: float) -> float:
     """Seconds since `start` by the clock of process 0: every process of a distributed run decides from the same
     number (when to plan, what, when to stop), so that none stops a step before the others and leaves them waiting.
     One process: this process's clock."""
-    import torch.distributed as dist
-
     elapsed = time.monotonic() - start
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         shared = [elapsed]
@@ -275,8 +275,6 @@ class MinutesProgressBar(ProgressCallback):
         self.minutes = minutes
 
     def on_train_begin(self, args, state, control, **kwargs):
-        from tqdm.auto import tqdm
-
         if state.is_world_process_zero:
             self.training_bar = tqdm(total=round(self.minutes, 2), unit="min", dynamic_ncols=True,
                                      bar_format="{l_bar}{bar}| {n:.1f}/{total:g} min [{elapsed}{postfix}]")

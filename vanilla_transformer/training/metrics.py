@@ -14,6 +14,8 @@
 
 from collections.abc import Sequence
 
+import numpy as np
+
 
 def translation_scores(predictions: Sequence[str], references: Sequence[str], bleu_tokenize: str = "13a",
                        *, target_lang: str | None = None,
@@ -80,8 +82,6 @@ def decode_predictions(tokenizer, predictions, count: int) -> list[str]:
     the dataset, and the Trainer (transformers 5.23, accelerate on CPU/gloo) returns those extra rows. The
     gathered rows keep the dataset order, so the first `count` rows are the predictions.
     """
-    import numpy as np
-
     if isinstance(predictions, tuple):
         predictions = predictions[0]
     if len(predictions) < count:

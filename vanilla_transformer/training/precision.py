@@ -18,6 +18,9 @@ fast and the default (flash) stays.
 
 import contextlib
 
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
 BF16_MATMUL_FLAGS = ("avx512_bf16", "amx_bf16")
 MATH_ATTENTION_MAX_LENGTH = 160  # where the math kernel stops being faster (benchmarks/experiments/math-attention-kernel.md)
 
@@ -41,8 +44,6 @@ def cpu_has_bf16_matmul(flags: set[str] | None = None) -> bool:
 
 def default_precision(use_cpu: bool = False) -> tuple[dict, str]:
     """-> (Trainer argument defaults, one line saying what was chosen and why)."""
-    import torch
-
     if torch.cuda.is_available() and not use_cpu:
         if torch.cuda.is_bf16_supported():
             return {"bf16": True}, "GPU: bf16 mixed precision"
@@ -82,6 +83,5 @@ def attention_kernel(training_args, inputs):
     """A context for one training step: the math attention kernel where `uses_math_attention`, else nothing."""
     if not uses_math_attention(training_args, inputs):
         return contextlib.nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     return sdpa_kernel(SDPBackend.MATH)

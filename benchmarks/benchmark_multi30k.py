@@ -34,10 +34,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run from a checkout, installed or not
-    sys.path.insert(0, str(ROOT))
-
+if not __package__:  # run as `python benchmarks/NAME.py`: put the checkout on sys.path
+    import checkout  # noqa: F401
+from benchmarks.checkout import ROOT  # noqa: E402
 from benchmarks.report import RESULTS, machine_description, software_versions, write_section  # noqa: E402
 
 SECTION = "## Translation quality"

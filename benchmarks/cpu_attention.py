@@ -22,13 +22,10 @@ to fp32's as the flash kernel's. On a CPU without bf16 matrix instructions bf16 
 import argparse
 import contextlib
 import statistics
-import sys
 import time
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:  # run from a checkout, installed or not
-    sys.path.insert(0, str(REPO_ROOT))
+if not __package__:  # run as `python benchmarks/NAME.py`: put the checkout on sys.path
+    import checkout  # noqa: F401
 
 from benchmarks.report import machine_description, publish, software_versions  # noqa: E402
 

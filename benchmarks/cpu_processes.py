@@ -18,13 +18,10 @@ ratio, the CPU and its flags. `--write` replaces this benchmark's section of ben
 import argparse
 import socket
 import statistics
-import sys
 import time
-from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:  # run from a checkout, installed or not
-    sys.path.insert(0, str(REPO_ROOT))
+if not __package__:  # run as `python benchmarks/NAME.py`: put the checkout on sys.path
+    import checkout  # noqa: F401
 
 from benchmarks.report import machine_description, publish, software_versions  # noqa: E402
 from benchmarks.training_step import BATCH_SHAPES  # noqa: E402

@@ -1,4 +1,4 @@
-"""How fast the attention explorer answers (issue 18's goals), with the `multi30k` preset's shape (3 + 3 layers,
+"""How fast the attention explorer answers, with the `multi30k` preset's shape (3 + 3 layers,
 4 heads, d_model 256; random weights: speed does not depend on them) and a tokenizer trained on Multi30k's English
 and German.
 
@@ -26,9 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
-
+if not __package__:  # run as `python benchmarks/NAME.py`: put the checkout on sys.path
+    import checkout  # noqa: F401
+from benchmarks.checkout import ROOT as REPO_ROOT  # noqa: E402
 from benchmarks.report import machine_description, software_versions, write_section  # noqa: E402
 
 # Multi30k beside the checkout (../shared), or beside the folder of worktrees (../../shared); --data_dir overrides

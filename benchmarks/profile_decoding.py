@@ -15,15 +15,12 @@ three ways (medians of `--repeats`, after a warm-up):
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run from a checkout, installed or not
-    sys.path.insert(0, str(ROOT))
+if not __package__:  # run as `python benchmarks/NAME.py`: put the checkout on sys.path
+    import checkout  # noqa: F401
 from benchmarks.report import machine_description  # noqa: E402
 from benchmarks.speed import SIZES, build_models, random_batch  # noqa: E402
 

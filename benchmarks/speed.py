@@ -31,12 +31,11 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run from a checkout, installed or not
-    sys.path.insert(0, str(ROOT))
-
+if not __package__:  # run as `python benchmarks/NAME.py`: put the checkout on sys.path
+    import checkout  # noqa: F401
 from transformers import MarianConfig, MarianMTModel  # noqa: E402
 
+from benchmarks.checkout import ROOT  # noqa: E402
 from benchmarks.report import RESULTS, machine_description, software_versions, write_section  # noqa: E402
 from vanilla_transformer import PAPER_PRESETS, VanillaTransformerForConditionalGeneration  # noqa: E402
 from vanilla_transformer.interop.convert import map_weights, marian_config, marian_weight_map  # noqa: E402

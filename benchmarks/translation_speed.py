@@ -28,12 +28,11 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run from a checkout, installed or not
-    sys.path.insert(0, str(ROOT))
-
+if not __package__:  # run as `python benchmarks/NAME.py`: put the checkout on sys.path
+    import checkout  # noqa: F401
 import transformers  # noqa: E402
 
+from benchmarks.checkout import ROOT  # noqa: E402
 from benchmarks.report import RESULTS, machine_description, write_section  # noqa: E402
 from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator  # noqa: E402
 from vanilla_transformer.interop.export_ctranslate2 import ExportError, to_ctranslate2  # noqa: E402

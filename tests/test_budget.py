@@ -252,7 +252,7 @@ def test_a_replan_goes_on_from_the_current_learning_rate_to_the_new_end(kind, re
         assert schedule.warmup == second.warmup_steps == round(0.4 * second.total_steps)
         assert values[schedule.warmup] == pytest.approx(1.0) and max(values) == pytest.approx(1.0)
     else:
-        assert schedule.warmup == first.warmup_steps  # the warmup that was
+        assert schedule.warmup == first.warmup_steps  # the warmup already made
     after = values[max(schedule.warmup, replan_at):]
     assert all(b <= a + 1e-12 for a, b in zip(after, after[1:]))
     if kind in ("linear", "cosine"):

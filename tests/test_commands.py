@@ -1,4 +1,4 @@
-"""The `vanilla-transformer` commands as one program (issue 21): one loader for saved folders (a folder of the wrong
+"""The `vanilla-transformer` commands as one program: one loader for saved folders (a folder of the wrong
 kind is one line naming what it holds and what the command needs), one rule from errors to exit codes (usage 2,
 anything else 1, one line, no traceback), and `vanilla-transformer train` = `python -m training.train`."""
 

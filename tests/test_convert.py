@@ -436,7 +436,7 @@ def test_cli_reports_a_bad_source_without_a_traceback(tmp_path, capsys):
     build_source("marian", 0, tmp_path / "source")
     with pytest.raises(SystemExit) as exit_info:
         cli_main(["convert", "fsmt", str(tmp_path / "source"), str(tmp_path / "out")])
-    assert exit_info.value.code == 1  # a runtime error (issue 21: usage errors exit 2, every other error 1), one line
+    assert exit_info.value.code == 1  # a runtime error (usage errors exit 2, every other error 1), one line
     error = capsys.readouterr().err
     assert "Traceback" not in error
     assert "holds a 'marian' checkpoint, but `convert fsmt` takes FSMT (fairseq)" in error

@@ -349,3 +349,14 @@ def test_translate_errors_are_clear(demo_checkpoint, tmp_path, capsys):
         engine.generate(torch.tensor([[5, 6, 2]]), do_sample=True)
     with pytest.raises(ValueError, match="No position encodings are defined for positions >= 1024"):
         engine.generate(torch.full((1, 1100), 5))  # sinusoids are exported for 1024 positions
+
+
+def test_every_activation_of_the_configuration_is_a_ctranslate2_activation():
+    from ctranslate2.specs import common_spec
+
+    from vanilla_transformer.configuration_vanilla_transformer import ACTIVATIONS
+    from vanilla_transformer.interop.export_ctranslate2 import ctranslate2_activation
+
+    members = {name: getattr(common_spec.Activation, ctranslate2_activation(name)) for name in ACTIVATIONS}
+    assert members["relu"] == common_spec.Activation.RELU and members["gelu_new"] == common_spec.Activation.GELUTanh
+    assert members["swish"] == members["silu"] == common_spec.Activation.SWISH  # one function, two names

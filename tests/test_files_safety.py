@@ -1,4 +1,4 @@
-"""Nothing a user saved is lost (issue 17): safe output folders, atomic saves, resumable after any kill, text read line
+"""Nothing a user saved is lost: safe output folders, atomic saves, resumable after any kill, text read line
 for line — proven by fault injection.
 
 Kills are real SIGKILLs: a forked copy of this process runs the command and kills itself at the k-th file-system
@@ -193,7 +193,7 @@ def test_kill_during_the_final_save_leaves_no_model_or_the_whole_model_and_resum
 
 
 def test_resume_skips_an_incomplete_checkpoint_and_says_which(tmp_path, finished, capsys):
-    """A half-written checkpoint (as a kill left them before: weights and optimizer, no trainer_state.json)."""
+    """A half-written checkpoint (as a kill can leave one: weights and optimizer, no trainer_state.json)."""
     out = tmp_path / "run"
     argv = ["--output_dir", str(out), *tiny()]
     code, stderr = run_forked(lambda: train_main(argv), kill_at=1, watch="checkpoint-6")
@@ -687,7 +687,7 @@ def test_translate_output_is_refused_before_any_work(model_dir, tmp_path, monkey
     source = tmp_path / "in.txt"
     source.write_text("seventeen\n")
     model_file = os.path.join(model_dir, "tokenizer.json")
-    for output, words in [(tmp_path / "a_folder", "--output {} is a folder"),  # at 1852522: after the work
+    for output, words in [(tmp_path / "a_folder", "--output {} is a folder"),  # unchecked: found only after the work
                           (tmp_path / "a_file" / "out.txt", "is a file, not a folder"),
                           (tmp_path / "no_such_folder" / "out.txt", "does not exist"),
                           (source, "is one of the inputs"),
@@ -751,7 +751,7 @@ def test_translate_input_is_split_on_newlines_only_as_wc_counts(model_dir, tmp_p
     code, _, err = _translate(["--model", model_dir, "--input", source, "--output", out, "--no-progress"], capsys)
     assert code == 0, err
     translations = out.read_text(encoding="utf-8").split("\n")[:-1]
-    assert len(translations) == wc_l(source) == len(lines)  # at 1852522: 7 lines out for 6 in (the lone \r)
+    assert len(translations) == wc_l(source) == len(lines)  # split by str.splitlines: 7 lines out for 6 in (the lone \r)
     assert translations == one_at_a_time(model_dir, lines)  # line for line, BOM and \r\n endings removed
 
 
@@ -812,7 +812,7 @@ def test_the_translation_pipeline_refuses_a_single_stack_folder_in_one_line(sing
     from transformers import AutoModelForSeq2SeqLM, pipeline
 
     folder = single_stack_folders[kind]
-    with pytest.raises(ValueError) as raised:  # at 1852522: "Cannot copy out of meta tensor" after a page of table
+    with pytest.raises(ValueError) as raised:  # unchecked: "Cannot copy out of meta tensor" after a page of table
         pipeline("translation", model=str(folder))
     message = str(raised.value)
     assert "\n" not in message and message.startswith(f"{folder} holds an {kind} model") if kind[0] == "e" else \
@@ -830,7 +830,7 @@ def test_the_translation_pipeline_refuses_a_single_stack_folder_in_one_line(sing
 def test_the_text_pipelines_refuse_an_encoder_decoder_folder_in_one_line(model_dir, task, cls, needs, capfd):
     from transformers import pipeline
 
-    with pytest.raises(ValueError) as raised:  # at 1852522: a model with random weights, served
+    with pytest.raises(ValueError) as raised:  # unchecked: a model with random weights, served
         pipeline(task, model=model_dir)
     assert str(raised.value) == (
         f"{model_dir} holds an encoder-decoder model (VanillaTransformerForConditionalGeneration, in config.json's "

@@ -1,7 +1,7 @@
-"""Folders saved before a change keep working after it: tests/fixtures/saved_before_issue21/ was saved by commit
-1852522 (tests/fixtures/make_folder_saved_before_issue21.py shows how), with what that commit computed for three
-sentences. Loaded with today's package, and with the folder's own remote code in an interpreter without the package,
-it computes the same logits and the same greedy and beam-search token ids."""
+"""Folders saved by earlier versions keep working: tests/fixtures/saved_by_version_0_1/ holds a folder saved by
+version 0.1's model files (tests/fixtures/make_folder_saved_by_version_0_1.py writes it), with what that version
+computed for three sentences. Loaded with the package under test, and with the folder's own remote code in an
+interpreter without the package, it computes the same logits and the same greedy and beam-search token ids."""
 
 import json
 import os
@@ -17,7 +17,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 import vanilla_transformer
 from helpers import HIDE_PACKAGE, REPO_ROOT
 
-FIXTURE = REPO_ROOT / "tests" / "fixtures" / "saved_before_issue21"
+FIXTURE = REPO_ROOT / "tests" / "fixtures" / "saved_by_version_0_1"
 EXPECTED = json.loads((FIXTURE / "expected.json").read_text())
 
 
@@ -46,14 +46,14 @@ def test_the_fixture_can_tell_models_apart():
     assert EXPECTED["greedy"] != EXPECTED["beam"]
 
 
-def test_a_folder_saved_before_loads_and_translates_identically_with_the_package(tmp_path):
+def test_a_folder_saved_by_version_0_1_loads_and_translates_identically_with_the_package(tmp_path):
     folder = tmp_path / "saved"
     shutil.copytree(FIXTURE, folder)
     model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
-    assert type(model) is vanilla_transformer.VanillaTransformerForConditionalGeneration  # today's code, not the folder's
+    assert type(model) is vanilla_transformer.VanillaTransformerForConditionalGeneration  # the package's class, not the folder's
     assert_same_as_when_saved(outputs_of(model, AutoTokenizer.from_pretrained(folder)))
 
-    # saved again by today's code: the remote code it writes includes compat.py, and it still computes the same
+    # saved again by the package: the remote code it writes includes compat.py, and it still computes the same
     model.save_pretrained(tmp_path / "resaved")
     AutoTokenizer.from_pretrained(folder).save_pretrained(tmp_path / "resaved")
     assert (tmp_path / "resaved" / "compat.py").is_file()
@@ -84,10 +84,10 @@ FRESH = HIDE_PACKAGE + textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("resaved", [False, True], ids=["as-saved-before", "resaved-by-today's-code"])
-def test_a_folder_saved_before_translates_identically_with_its_own_remote_code(tmp_path, resaved):
+@pytest.mark.parametrize("resaved", [False, True], ids=["as-saved", "resaved-by-the-package"])
+def test_a_folder_saved_by_version_0_1_translates_identically_with_its_own_remote_code(tmp_path, resaved):
     folder = tmp_path / "saved"
-    if resaved:  # today's remote code (compat.py included) written by today's save_pretrained
+    if resaved:  # the package's remote code (compat.py included) written by its save_pretrained
         AutoModelForSeq2SeqLM.from_pretrained(FIXTURE).save_pretrained(folder)
         AutoTokenizer.from_pretrained(FIXTURE).save_pretrained(folder)
         shutil.copy(FIXTURE / "expected.json", folder)

@@ -125,6 +125,9 @@ def let_translation_tasks_through(pipelines) -> None:
     (`pipelines` is the module `transformers.pipelines`). Every other task, removed ones included, keeps transformers'
     own answer. Idempotent.
 
+    Both are wrapped because transformers offers no public hook for either: `PIPELINE_REGISTRY.register_pipeline`
+    (done by `registration.register_translation_pipeline`) is consulted only after the two steps below.
+
     - `PIPELINE_REGISTRY.check_task` (public; all of 5.x) matches names exactly, so it cannot hold every language pair:
       "translation_xx_to_yy" becomes a registry alias of "translation" when first asked for, as transformers 4 did.
     - `pipelines._resolve_deprecated_task` (private API, transformers >= 5.19; 5.18 has no such function and needs

@@ -8,13 +8,16 @@ encoder-decoder, and finally the other two configurations built from the same bl
 Shapes in comments: B batch, T target (query) length, S source (key) length, P cached length, H heads,
 Dh head size (d_model / H), D d_model, V vocabulary size.
 
-This file is copied next to the weights by `save_pretrained` (Hub remote code), so it imports only torch,
-transformers and its siblings: the configuration file, `compat.py` (every difference between transformers releases)
-and, when saving, the pipeline file that is saved with them.
+This file is copied next to the weights by `save_pretrained` (Hub remote code), so it imports only the standard
+library, torch, transformers and its siblings: the configuration file, `compat.py` (every difference between
+transformers releases) and, when saving, the pipeline file that is saved with them.
 """
 
 import copy
+import json
 import math
+import os
+import sys
 from collections.abc import Callable
 
 import torch
@@ -446,9 +449,6 @@ def _saved_architecture(pretrained_model_name_or_path, config) -> str | None:
     """The class a folder was saved from (config.json's first `architectures`), from the `config` passed to
     `from_pretrained` (the Auto classes pass the folder's) or else from a local folder's config.json; None if
     unknown (a Hub id is left to transformers)."""
-    import json
-    import os
-
     if config is not None and not isinstance(config, (str, os.PathLike)):
         architectures = getattr(config, "architectures", None)
     else:
@@ -469,9 +469,11 @@ PIPELINES_REFUSING_WRONG_LAYOUT = {"translation"}
 
 def _pipeline_task() -> str | None:
     """The task of the `transformers.pipeline(...)` whose model loading (`pipelines.base.load_model`) runs this
-    `from_pretrained`, if any."""
-    import sys
+    `from_pretrained`, if any.
 
+    Read off the call stack because no argument carries it here: `load_model` passes the task as `_from_pipeline`,
+    but the Auto classes hand that keyword to `AutoConfig.from_pretrained`, which consumes it, so the model class's
+    `from_pretrained` never sees it."""
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_globals.get("__name__") == "transformers.pipelines.base":

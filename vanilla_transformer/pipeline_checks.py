@@ -10,19 +10,28 @@ wrong answer.
   quietly inside a pipeline and marks it `wrong_layout`; the pipeline refuses it in one line instead of answering
   with random weights.
 
-These pipeline classes are transformers' (registered for every model type); subclassing them would mean
-re-registering the tasks for all models. So `register_pipeline_input_checks` wraps their `preprocess` /
-`get_target_ids` once, and the wrappers act only when the pipeline's model is ours (`model_type ==
-"vanilla_transformer"`); every other model gets transformers' behaviour unchanged. Idempotent. (With remote code
+These pipeline classes are transformers' (registered for every model type), and no public extension point
+reaches them for one model type only: `PIPELINE_REGISTRY.register_pipeline` of a subclass would replace the class
+of these tasks for every model (and mark it as custom code that `Pipeline.save_pretrained` then writes into other
+models' folders), `custom_pipelines` in config.json serves only `trust_remote_code` loads, and the checks need what
+never reaches our model (the raw text before tokenization, fill-mask's `targets`, the pipeline's construction). So
+`register_pipeline_input_checks` wraps their `preprocess` / `get_target_ids` / `__init__` once, and the wrappers act
+only when the pipeline's model is ours (`model_type == "vanilla_transformer"`, or a model our `from_pretrained`
+marked `wrong_layout`); every other model gets transformers' behaviour unchanged. Idempotent. (With remote code
 only, without this package, transformers' behaviour stays.)
 """
 
 import functools
 
+from transformers.pipelines.fill_mask import FillMaskPipeline
+from transformers.pipelines.text_classification import TextClassificationPipeline
+from transformers.pipelines.text_generation import TextGenerationPipeline
+
+from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer.modeling_vanilla_transformer import PIPELINES_REFUSING_WRONG_LAYOUT
+
 
 def _ours(pipeline) -> bool:
-    from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
-
     config = getattr(getattr(pipeline, "model", None), "config", None)
     return getattr(config, "model_type", None) == VanillaTransformerConfig.model_type
 
@@ -83,16 +92,11 @@ def _refuse_wrong_layout(init):
 
 def register_pipeline_input_checks() -> None:
     """Install the checks of this module's docstring on transformers' pipeline classes (idempotent)."""
-    from transformers.pipelines.fill_mask import FillMaskPipeline
-    from transformers.pipelines.text_classification import TextClassificationPipeline
-    from transformers.pipelines.text_generation import TextGenerationPipeline
-
     TextGenerationPipeline.preprocess = _refuse_empty_text(
         TextGenerationPipeline.preprocess, "text-generation", "text (prompt) to continue")
     TextClassificationPipeline.preprocess = _refuse_empty_text(
         TextClassificationPipeline.preprocess, "text-classification", "text to classify")
     FillMaskPipeline.get_target_ids = _refuse_unknown_targets(FillMaskPipeline.get_target_ids)
-    from vanilla_transformer.modeling_vanilla_transformer import PIPELINES_REFUSING_WRONG_LAYOUT
 
     for task, pipeline_class in (("text-generation", TextGenerationPipeline),
                                  ("text-classification", TextClassificationPipeline), ("fill-mask", FillMaskPipeline)):

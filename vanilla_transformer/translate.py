@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterable
 
 import torch
+from tqdm.auto import tqdm
 
 from vanilla_transformer.checkpoints.load import ENGINES, load_checkpoint
 from vanilla_transformer.pipeline_translation import check_generation_parameters
@@ -51,8 +52,6 @@ def translate(
     max_new_tokens, length_penalty, ...). `progress=True` shows a tqdm bar on stderr. `model` is our model or an
     `ctranslate2_runtime.CTranslate2Translator` (see `load_model_and_tokenizer`).
     """
-    from tqdm.auto import tqdm
-
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     check_generation_parameters(model.generation_config, generate_kwargs)

@@ -137,6 +137,38 @@ def _evaluation_text(scores: dict[str, float], split: str | None, dataset_name: 
     return f"On {where}, translating with the decoding defaults above:\n\n| Metric | Score |\n|---|---|\n{rows}"
 
 
+def _usage_examples(examples: list[str] | None, source_lang: str | None) -> list[str]:
+    """The (at most two) source sentences of the usage snippet: `examples`, checked, or defaults in the language."""
+    if examples is None:
+        examples = EXAMPLES.get(source_lang, EXAMPLES["en"])
+    if (isinstance(examples, str) or not isinstance(examples, (list, tuple)) or not examples
+            or not all(isinstance(e, str) and e.strip() for e in examples)):
+        raise ValueError(f"examples must be a non-empty list of non-empty sentences, got {examples!r:.100}.")
+    return [e.strip() for e in examples[:2]]
+
+
+def _eval_results(scores: dict, split: str | None, dataset_name: str | None,
+                  direction_codes: str) -> list[EvalResult] | None:
+    """The card's model-index entries, one per score; None without scores."""
+    if not scores:
+        return None
+    if dataset_name is None:
+        raise ValueError("metrics were given without dataset_name: say which data set they were measured on.")
+    return [
+        EvalResult(
+            task_type="translation",
+            task_name=f"Translation {direction_codes}" if direction_codes else "Translation",
+            dataset_type=dataset_name,
+            dataset_name=f"{dataset_name} ({direction_codes})" if direction_codes else dataset_name,
+            dataset_split=split,
+            metric_type=key,
+            metric_name=METRIC_NAMES.get(key, key),
+            metric_value=value,
+        )
+        for key, value in scores.items()
+    ]
+
+
 def render_model_card(
     model,
     *,
@@ -172,36 +204,14 @@ def render_model_card(
     if not isinstance(license, str) or not license:
         raise ValueError(f"license must be a Hub license id such as 'apache-2.0', got {license!r}.")
     scores, split = _split_metrics(metrics)
-    if examples is None:
-        examples = EXAMPLES.get(source_lang, EXAMPLES["en"])
-    if (isinstance(examples, str) or not isinstance(examples, (list, tuple)) or not examples
-            or not all(isinstance(e, str) and e.strip() for e in examples)):
-        raise ValueError(f"examples must be a non-empty list of non-empty sentences, got {examples!r:.100}.")
-    examples = [e.strip() for e in examples[:2]]
+    examples = _usage_examples(examples, source_lang)
     direction_codes = "-".join(code for code in (source_lang, target_lang) if code)
     if model_id is None:  # the Hub id the model was loaded from, else a name from the direction
         loaded_from = str(getattr(model, "name_or_path", "") or "")
         model_id = loaded_from if loaded_from and not os.path.exists(loaded_from) else (
             f"vanilla-transformer-{direction_codes}" if direction_codes else "vanilla-transformer")
     model_name = Path(str(model_id)).name or str(model_id)
-
-    eval_results = None
-    if scores:
-        if dataset_name is None:
-            raise ValueError("metrics were given without dataset_name: say which data set they were measured on.")
-        eval_results = [
-            EvalResult(
-                task_type="translation",
-                task_name=f"Translation {direction_codes}" if direction_codes else "Translation",
-                dataset_type=dataset_name,
-                dataset_name=f"{dataset_name} ({direction_codes})" if direction_codes else dataset_name,
-                dataset_split=split,
-                metric_type=key,
-                metric_name=METRIC_NAMES.get(key, key),
-                metric_value=value,
-            )
-            for key, value in scores.items()
-        ]
+    eval_results = _eval_results(scores, split, dataset_name, direction_codes)
     languages = [code for code in (source_lang, target_lang) if code]
     card_data = ModelCardData(
         language=languages or None,

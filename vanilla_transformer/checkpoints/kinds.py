@@ -12,6 +12,9 @@ import os
 import transformers
 from transformers.models.auto import modeling_auto
 
+from vanilla_transformer import modeling_vanilla_transformer
+from vanilla_transformer.registration import AUTO_CLASSES
+
 CTRANSLATE2_FILES = ("model.bin", "config.json")
 
 
@@ -55,8 +58,6 @@ DESCRIPTIONS = {
 
 def architecture_kind(name: str) -> str | None:
     """The kind (one of `PYTORCH_KINDS`) of the model class called `name`, ours or transformers'; None if none."""
-    from vanilla_transformer.registration import AUTO_CLASSES  # registration imports the model; kinds does not
-
     ours = {model_class.__name__: auto_class.__name__ for auto_class, model_class in AUTO_CLASSES}
     for kind, auto_class in AUTO_CLASS_OF_KIND.items():
         if ours.get(name) == auto_class or name in getattr(modeling_auto, _MAPPING_NAMES_OF_KIND[kind]).values():
@@ -66,25 +67,33 @@ def architecture_kind(name: str) -> str | None:
 
 def model_class(config):
     """The model class named first in `config.architectures` (ours or transformers'), or None when it names none."""
-    import vanilla_transformer  # the package's model classes (the package imports this module's users, not this)
-
     for name in getattr(config, "architectures", None) or []:
-        for module in (vanilla_transformer, transformers):
+        for module in (modeling_vanilla_transformer, transformers):
             cls = getattr(module, name, None)
             if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel):
                 return cls
     return None
 
 
-def _read_architectures(path: str) -> list[str]:
-    config_path = os.path.join(path, "config.json")
+def one_line(error: BaseException) -> str:
+    """An error's message on one line (white space folded), or its type's name when it has none."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def read_json_object(path: str) -> dict:
+    """The JSON object in the file at `path`; CheckpointError (one line) if it cannot be read or is not an object."""
     try:
-        with open(config_path, encoding="utf-8") as f:
-            config = json.load(f)
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
     except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise CheckpointError(f"{config_path} cannot be read: {' '.join(str(error).split())}") from None
-    if not isinstance(config, dict):
-        raise CheckpointError(f"{config_path} holds a JSON {type(config).__name__}, not an object")
+        raise CheckpointError(f"{path} cannot be read: {one_line(error)}") from None
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{path} holds a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def _read_architectures(path: str) -> list[str]:
+    config = read_json_object(os.path.join(path, "config.json"))
     architectures = config.get("architectures") or []
     return architectures if isinstance(architectures, list) else [architectures]
 

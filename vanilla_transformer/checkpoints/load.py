@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import transformers
+from transformers import AutoTokenizer
 
 from vanilla_transformer.checkpoints.kinds import (
     AUTO_CLASS_OF_KIND,
@@ -91,9 +93,6 @@ def load_checkpoint(
                          f"{path} holds a PyTorch model")
     device = pick_device(device)
     check_checkpoint(path, need_tokenizer=need_tokenizer)
-    import transformers
-
-    import vanilla_transformer  # noqa: F401  (registers our classes with the Auto classes)
 
     auto_class = getattr(transformers, AUTO_CLASS_OF_KIND[kind])
     model = auto_class.from_pretrained(path).to(device).eval()
@@ -108,7 +107,6 @@ def _load_ctranslate2(path: str, device, compute_type: str, need_tokenizer: bool
             raise CheckpointError(f"{path} has no tokenizer (tokenizer.json); save it there with "
                                   f"tokenizer.save_pretrained({path!r})")
         check_tokenizer_fingerprint(path)  # the tokenizer files are those the vocabularies were exported from
-        from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(path)
     # CTranslate2 finds its own devices ("auto": CUDA when it has one); the translator checks the device

@@ -9,11 +9,15 @@ names and shapes come from the model of `config.json` built on the meta device (
 """
 
 import inspect
-import json
 import os
 import re
 
-from vanilla_transformer.checkpoints.kinds import CheckpointError, model_class
+import torch
+import transformers
+from safetensors import safe_open
+from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+from vanilla_transformer.checkpoints.kinds import CheckpointError, model_class, one_line, read_json_object
 
 
 def check_checkpoint(folder: str | os.PathLike, need_tokenizer: bool = True) -> None:
@@ -26,55 +30,33 @@ def check_checkpoint(folder: str | os.PathLike, need_tokenizer: bool = True) -> 
                               else f"{folder} is a file; give the folder written by save_pretrained")
     config = _read_config(folder)
     if os.path.isfile(os.path.join(folder, "generation_config.json")):
-        _read_json(os.path.join(folder, "generation_config.json"))
+        read_json_object(os.path.join(folder, "generation_config.json"))
     _check_weights(folder, _expected_weights(folder, config))
     if need_tokenizer:
         _check_tokenizer(folder)
 
 
-def _read_json(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise CheckpointError(f"{path} cannot be read: {_one_line(error)}") from None
-    if not isinstance(value, dict):
-        raise CheckpointError(f"{path} holds a JSON {type(value).__name__}, not an object")
-    return value
-
-
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split()) or type(error).__name__
-
-
 def _read_config(folder: str):
-    from transformers import AutoConfig
-
-    import vanilla_transformer  # noqa: F401  (registers model_type "vanilla_transformer")
-
     path = os.path.join(folder, "config.json")
     if not os.path.isfile(path):
         raise CheckpointError(f"{folder} is not a saved model folder: it has no config.json")
-    _read_json(path)
+    read_json_object(path)
     try:
         return AutoConfig.from_pretrained(folder)
     except Exception as error:  # noqa: BLE001  (invalid values: ValueError, TypeError, strict dataclass errors, ...)
-        raise CheckpointError(f"{path} does not describe a model: {_one_line(error)}") from None
+        raise CheckpointError(f"{path} does not describe a model: {one_line(error)}") from None
 
 
 def _expected_weights(folder: str, config) -> tuple[dict, list[set], list, list, set]:
     """Names and shapes of the weights `config`'s model saves, the groups of names that share one tensor (any one
     of them suffices), and the name patterns the model class lets `from_pretrained` skip or ignore."""
-    import torch
-    from transformers import AutoModelForSeq2SeqLM
-
     try:
         with torch.device("meta"):
             cls = model_class(config)
             model = cls(config) if cls is not None else AutoModelForSeq2SeqLM.from_config(config)
     except Exception as error:  # noqa: BLE001
         raise CheckpointError(f"{os.path.join(folder, 'config.json')} does not build a model: "
-                              f"{_one_line(error)}") from None
+                              f"{one_line(error)}") from None
     # Private API (underscore class attributes that `from_pretrained` / `save_pretrained` read; the same in
     # transformers 5.18 - 5.24, no public equivalent): weights never saved, weights allowed to be missing (recomputed,
     # e.g. sinusoid tables), and old names to ignore.
@@ -98,7 +80,7 @@ def _weight_files(folder: str) -> list[str]:
             return [os.path.join(folder, single)]
         index_path = os.path.join(folder, index)
         if os.path.isfile(index_path):
-            weight_map = _read_json(index_path).get("weight_map")
+            weight_map = read_json_object(index_path).get("weight_map")
             if not isinstance(weight_map, dict) or not weight_map:
                 raise CheckpointError(f"{index_path} has no weight_map")
             shards = sorted(set(weight_map.values()))
@@ -113,16 +95,13 @@ def _read_shapes(path: str) -> dict[str, tuple]:
     """Names and shapes of the tensors in one weight file, reading no more than its header."""
     try:
         if path.endswith(".safetensors"):
-            from safetensors import safe_open
-
             with safe_open(path, framework="pt") as f:  # checks that the file is as long as its header says
                 return {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
-        import torch
 
         state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
         return {name: tuple(tensor.shape) for name, tensor in state.items()}
     except Exception as error:  # noqa: BLE001  (SafetensorError, pickle and zip errors, OSError)
-        raise CheckpointError(f"{path} cannot be read (truncated or not a weight file?): {_one_line(error)}") from None
+        raise CheckpointError(f"{path} cannot be read (truncated or not a weight file?): {one_line(error)}") from None
 
 
 def _check_weights(folder: str, expected) -> None:
@@ -157,12 +136,11 @@ def _check_tokenizer(folder: str) -> None:
     config_path = os.path.join(folder, "tokenizer_config.json")
     if not os.path.isfile(config_path):
         raise CheckpointError(f"{folder} has no tokenizer: tokenizer_config.json is missing")
-    tokenizer_config = _read_json(config_path)
+    tokenizer_config = read_json_object(config_path)
     tokenizer_json = os.path.join(folder, "tokenizer.json")
     if os.path.isfile(tokenizer_json):
-        _read_json(tokenizer_json)
+        read_json_object(tokenizer_json)
         return
-    import transformers
 
     name = tokenizer_config.get("tokenizer_class") or ""
     cls = getattr(transformers, name, None) or getattr(transformers, name.removesuffix("Fast"), None)

@@ -91,9 +91,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> None:
     """Draw and save; a user error (bad path, unknown layer, missing matplotlib) is one line on stderr, exit 1."""
-    from vanilla_transformer.inspect.plots import _figure, save_figure
+    from vanilla_transformer.inspect.plots import new_figure, save_figure
 
-    _figure()  # fail before loading a model when matplotlib is missing
+    new_figure()  # fail before loading a model when matplotlib is missing
     fig = args.draw(args)
     save_figure(fig, args.out, args.dpi)
     width, height = fig.get_size_inches() * args.dpi

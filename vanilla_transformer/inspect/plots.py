@@ -22,15 +22,17 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from transformers.trainer_utils import get_last_checkpoint
 
 from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer.inspect.explorer import run_with_attentions, stacked_attentions
 from vanilla_transformer.modeling_vanilla_transformer import first_positions, positional_encoding
 
 ATTENTION_KINDS = ("cross", "encoder", "decoder")
 _INSTALL_HINT = 'pip install "vanilla-transformer[plot]"'
 
 
-def _figure(**kwargs):
+def new_figure(**kwargs):
     """A standalone matplotlib Figure with constrained layout, or an ImportError that says how to get matplotlib."""
     try:
         from matplotlib.figure import Figure
@@ -94,8 +96,6 @@ def attention_weights(
     teacher-forced in one forward pass, which gives the same weights as step-by-step decoding with the cache.
     `layer` counts from 0; negative values count from the last layer.
     """
-    from vanilla_transformer.inspect.explorer import run_with_attentions, stacked_attentions
-
     if kind not in ATTENTION_KINDS:
         raise ValueError(f"kind={kind!r} is not one of {list(ATTENTION_KINDS)}")
     if not text or not text.strip():
@@ -209,7 +209,7 @@ def plot_attention(
     if figsize is None:
         title_width = 0.085 * max(len(line) for line in title.splitlines())  # 10-point characters
         figsize = (max(ncols * panel_width + 1.2, title_width), nrows * panel_height + 0.8)
-    fig = _figure(figsize=figsize)
+    fig = new_figure(figsize=figsize)
     axes = fig.subplots(nrows, ncols, squeeze=False)
     vmax = max(float(matrix.max()) for _, matrix in panels)
     x_label, y_label = _AXIS_LABELS[attention.kind]
@@ -318,7 +318,7 @@ def plot_positions(
     if model is not None:
         description = f"{type(model).__name__}: {description}"
 
-    fig = _figure(figsize=figsize)
+    fig = new_figure(figsize=figsize)
     heat_ax, curve_ax = fig.subplots(2, 1, height_ratios=[3, 2])
     limit = float(np.abs(matrix).max())
     image = heat_ax.imshow(matrix, cmap=cmap, vmin=-limit, vmax=limit, aspect="auto", interpolation="nearest")
@@ -345,8 +345,6 @@ def find_trainer_state(run: str) -> str:
     """The trainer_state.json of a run: `run` itself, `run/trainer_state.json` (a checkpoint folder, or an output
     folder after `trainer.save_state()`), else that of the latest `run/checkpoint-*` folder (transformers'
     `get_last_checkpoint`, as `Trainer` resumes)."""
-    from transformers.trainer_utils import get_last_checkpoint
-
     if not os.path.exists(run):
         raise FileNotFoundError(f"run folder not found: {run}")
     if os.path.isfile(run):
@@ -397,7 +395,7 @@ def plot_training(run: str, *, metrics: Sequence[str] | None = None, figsize: tu
             raise ValueError(f"metric(s) {missing} not in {path}; logged evaluation values: {available}")
 
     panels = 2 + bool(metrics)
-    fig = _figure(figsize=figsize or (8.0, 2.6 * panels))
+    fig = new_figure(figsize=figsize or (8.0, 2.6 * panels))
     axes = fig.subplots(panels, 1, sharex=True, squeeze=False)[:, 0]
 
     ax = axes[0]

@@ -24,11 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import transformers
 from huggingface_hub.errors import StrictDataclassError
+from transformers import AutoTokenizer, GenerationConfig
 from transformers.utils import logging
 
 from vanilla_transformer.cards.model_card import converted_model_card, hub_id_from_path
-from vanilla_transformer.checkpoints.validate import CheckpointError, check_checkpoint
+from vanilla_transformer.checkpoints.kinds import CheckpointError
+from vanilla_transformer.checkpoints.validate import check_checkpoint
 from vanilla_transformer.configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
 from vanilla_transformer.files import OutputError, check_output_folder, staged_folder
 from vanilla_transformer.modeling_vanilla_transformer import (
@@ -278,8 +281,6 @@ def _read_source_config(kind: str, src: Path) -> dict:
 
 
 def _load_source_model(kind: str, src: Path):
-    import transformers
-
     family = FAMILIES[kind]
     model_class = getattr(transformers, family.architecture)
     try:
@@ -318,7 +319,6 @@ def _load_source_tokenizer(kind: str, src: Path, config: VanillaTransformerConfi
             f"The {family.title} tokenizer needs the {family.tokenizer_package} package: "
             'pip install "vanilla-transformer[convert]".'
         ) from None
-    from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(src)
     for name in ("pad_token_id", "eos_token_id"):  # FSMT's tokenizer has no eos_token (it ends inputs with sep)
@@ -332,8 +332,6 @@ def _load_source_tokenizer(kind: str, src: Path, config: VanillaTransformerConfi
 
 def _source_generation_config(src: Path, raw_config: dict):
     """The source's generation_config.json, or the generation settings of its config.json in older checkpoints."""
-    from transformers import GenerationConfig
-
     if (src / "generation_config.json").is_file():
         return GenerationConfig.from_pretrained(src)
     return GenerationConfig.from_model_config(raw_config)

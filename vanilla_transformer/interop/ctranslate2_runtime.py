@@ -14,8 +14,9 @@ import warnings
 from pathlib import Path
 
 import torch
+from transformers import GenerationConfig
 
-from vanilla_transformer.checkpoints.kinds import CheckpointError, is_ctranslate2_folder
+from vanilla_transformer.checkpoints.kinds import CheckpointError, is_ctranslate2_folder, one_line
 from vanilla_transformer.files import sha256_of_file
 
 VOCABULARY_FILES = ("shared_vocabulary.json", "source_vocabulary.json", "target_vocabulary.json")
@@ -45,8 +46,8 @@ def write_tokenizer_fingerprint(folder: str | os.PathLike, names) -> None:
 def check_tokenizer_fingerprint(folder: str | os.PathLike) -> None:
     """Raise `CheckpointError` (one line) when the tokenizer files of the CTranslate2 folder are not those it was
     exported with (another run's tokenizer copied in, a file removed): its vocabularies would map the tokenizer's ids
-    to other tokens, and the translations would be garbage. A folder exported before fingerprints were recorded
-    (no TOKENIZER_FINGERPRINT) is not checked."""
+    to other tokens, and the translations would be garbage. A folder without a fingerprint file (no
+    TOKENIZER_FINGERPRINT, as earlier versions exported) is not checked."""
     folder = Path(folder)
     path = folder / TOKENIZER_FINGERPRINT
     if not path.exists():
@@ -56,7 +57,7 @@ def check_tokenizer_fingerprint(folder: str | os.PathLike) -> None:
         if not isinstance(digests, dict) or not digests:
             raise ValueError("no files listed")
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
-        raise CheckpointError(f"{path} cannot be read ({' '.join(str(error).split())}); the folder is damaged: "
+        raise CheckpointError(f"{path} cannot be read ({one_line(error)}); the folder is damaged: "
                               f"{EXPORT_AGAIN}") from None
     for name, expected in sorted(digests.items()):
         file = folder / name
@@ -99,8 +100,6 @@ class CTranslate2Translator:
 
     def __init__(self, folder: str | os.PathLike, device: str = "cpu", compute_type: str = "default",
                  inter_threads: int = 1, intra_threads: int = 0):
-        from transformers import GenerationConfig
-
         ctranslate2 = import_ctranslate2()
         folder = Path(folder)
         if not is_ctranslate2_folder(folder):
@@ -123,7 +122,7 @@ class CTranslate2Translator:
                                                      compute_type=compute_type, inter_threads=inter_threads,
                                                      intra_threads=intra_threads)
         except (RuntimeError, ValueError) as error:  # e.g. "Variable '...' has an invalid payload size"
-            raise CheckpointError(f"CTranslate2 cannot load {folder} ({' '.join(str(error).split())}): model.bin or "
+            raise CheckpointError(f"CTranslate2 cannot load {folder} ({one_line(error)}): model.bin or "
                                   f"config.json is damaged (cut short?); {EXPORT_AGAIN}") from None
         self.device = torch.device("cpu")  # where generate() takes its inputs
         self.target_ids = {token: i for i, token in enumerate(self.target_tokens)}
@@ -142,7 +141,7 @@ class CTranslate2Translator:
             try:
                 tokens = json.loads((folder / name).read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, ValueError) as error:
-                raise CheckpointError(f"{folder / name} cannot be read ({' '.join(str(error).split())}); the folder "
+                raise CheckpointError(f"{folder / name} cannot be read ({one_line(error)}); the folder "
                                       f"is damaged: {EXPORT_AGAIN}") from None
             if not (isinstance(tokens, list) and tokens and all(isinstance(token, str) for token in tokens)):
                 raise CheckpointError(f"{folder / name} is not a list of token strings; the folder is damaged: "

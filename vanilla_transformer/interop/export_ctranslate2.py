@@ -34,17 +34,22 @@ import os
 from pathlib import Path
 
 import torch
+from transformers import AutoTokenizer, GenerationConfig
 
 from vanilla_transformer.checkpoints.kinds import CheckpointError, is_ctranslate2_folder
+from vanilla_transformer.checkpoints.load import load_checkpoint
+from vanilla_transformer.configuration_vanilla_transformer import ACTIVATIONS
 from vanilla_transformer.files import OutputError, check_output_folder, staged_folder
 from vanilla_transformer.interop.ctranslate2_runtime import (
     import_ctranslate2,
     write_tokenizer_fingerprint,
 )
+from vanilla_transformer.modeling_vanilla_transformer import sinusoidal_position_encoding
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "float16", "bfloat16", "int8_bfloat16")
-# transformers' activation names (ACT2FN) -> the name of CTranslate2's common_spec.Activation member
-ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "swish": "SWISH", "silu": "SWISH"}
+# CTranslate2's common_spec.Activation member for each of the configuration's ACTIVATIONS: the name in capitals,
+# except these two
+CTRANSLATE2_ACTIVATION_EXCEPTIONS = {"gelu_new": "GELUTanh", "silu": "SWISH"}
 SINUSOID_TABLE_ROWS = 1024  # at least this many positions for sinusoids, which have no length of their own
 
 
@@ -106,8 +111,6 @@ def _set_feed_forward(spec, layer) -> None:
 
 def position_table(stack, config) -> torch.Tensor:
     """(L, D) encodings of the positions a stack gives to its tokens 0 .. L-1 (`position_offset` applied)."""
-    from vanilla_transformer.modeling_vanilla_transformer import sinusoidal_position_encoding
-
     offset = config.position_offset
     if config.position_embedding_type == "learned":
         return stack.embed_positions.weight[offset:]
@@ -124,6 +127,11 @@ def _set_stack(spec, stack, config) -> None:
     spec.position_encodings.encodings = _array(position_table(stack, config))
     if config.normalize_before:
         _set_layer_norm(spec.layer_norm, stack.layer_norm)
+
+
+def ctranslate2_activation(name: str) -> str:
+    """The name of CTranslate2's `common_spec.Activation` member for one of the configuration's ACTIVATIONS."""
+    return CTRANSLATE2_ACTIVATION_EXCEPTIONS.get(name, name.upper())
 
 
 def check_exportable(config) -> None:
@@ -143,8 +151,8 @@ def model_spec(model):
 
     config = model.config
     check_exportable(config)
-    options = dict(pre_norm=config.normalize_before, activation=getattr(common_spec.Activation,
-                                                                        ACTIVATIONS[config.activation_function]))
+    options = dict(pre_norm=config.normalize_before,
+                   activation=getattr(common_spec.Activation, ctranslate2_activation(config.activation_function)))
     spec = transformer_spec.TransformerSpec(
         transformer_spec.TransformerEncoderSpec(config.encoder_layers, config.encoder_attention_heads, **options),
         transformer_spec.TransformerDecoderSpec(config.decoder_layers, config.decoder_attention_heads, **options),
@@ -196,8 +204,6 @@ def vocabularies(tokenizer, config) -> tuple[list[str], list[str]]:
 
 
 def _load_checkpoint(path: Path):
-    from vanilla_transformer.checkpoints.load import load_checkpoint
-
     try:  # checked first: missing weights would be filled with random ones by from_pretrained, and exported
         model = load_checkpoint(path, kinds=("seq2seq",), device="cpu", need_tokenizer=False, purpose="export").model
     except CheckpointError as error:  # the tokenizer is checked by _load_tokenizer
@@ -211,8 +217,6 @@ def _load_checkpoint(path: Path):
 
 
 def _load_tokenizer(tokenizer, checkpoint: Path | None):
-    from transformers import AutoTokenizer
-
     if tokenizer is None and checkpoint is None:
         raise ExportError("A model object has no tokenizer: pass tokenizer= (a tokenizer or its folder).")
     if tokenizer is None or isinstance(tokenizer, (str, os.PathLike)):
@@ -292,8 +296,6 @@ def to_ctranslate2(checkpoint_or_model, output_dir: str | os.PathLike, quantizat
 
 
 def _default_generation_config(model):
-    from transformers import GenerationConfig
-
     return GenerationConfig.from_model_config(model.config)
 
 

@@ -32,6 +32,7 @@ import os
 import shutil
 import tempfile
 import warnings
+from importlib import resources
 from pathlib import Path
 
 import torch
@@ -243,45 +244,8 @@ def check_portable_tokenizer(tokenizer) -> None:
                           "fast tokenizer (tokenizer.json) or one of transformers' own tokenizer classes.")
 
 
-CARD_TEMPLATE = """---
-{card_data}
----
-
-# {name}
-
-{origin} exported with `vanilla-transformer export marian` to a plain
-[`MarianMTModel`](https://huggingface.co/docs/transformers/model_doc/marian) folder: no `trust_remote_code`, no
-`vanilla-transformer` package, transformers 4.x or 5.x.
-
-The model is the encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017): {layers}.
-The exporter reorders the model dimension once (the paper interleaves sin and cos in the positional encoding, Marian
-puts all sines first), so this model's logits are the original's up to float rounding and it generates the same tokens.
-`generation_config.json` holds the original's decoding defaults (beam size {num_beams}, length penalty
-{length_penalty}, at most {max_length} tokens).{vocabulary_note}
-
-## Use
-
-```python
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-tokenizer = AutoTokenizer.from_pretrained("{model_id}")
-model = AutoModelForSeq2SeqLM.from_pretrained("{model_id}")  # a MarianMTModel
-inputs = tokenizer(["{example}"], return_tensors="pt", padding=True)
-print(tokenizer.batch_decode(model.generate(**inputs), skip_special_tokens=True))
-```
-
-With transformers 4.x also as a pipeline (transformers 5 has no "translation" task of its own):
-
-```python
-from transformers import pipeline
-
-translator = pipeline("translation", model="{model_id}")
-print(translator("{example}"))
-```
-
-{ctranslate2_note} ONNX (optimum-onnx, which needs transformers 4):
-`optimum-cli export onnx --model {model_id} --task text2text-generation-with-past onnx-model`.
-"""
+# the README.md of an exported folder, filled with str.format (the template folder of vanilla_transformer.cards)
+MARIAN_CARD_TEMPLATE = "templates/marian_model_card.md"
 
 
 def fits_ctranslate2_marian_loader(model) -> bool:
@@ -333,7 +297,8 @@ def marian_model_card(model, checkpoint: Path | None, model_id: str):
         "CTranslate2: CTranslate2's own `ct2-transformers-converter` assumes OPUS-MT's layout (`<pad>` last and the "
         "decoder start, with a zero embedding), which this model does not have; `vanilla-transformer export "
         "ctranslate2` exports the original checkpoint.")
-    text = CARD_TEMPLATE.format(card_data=data.to_yaml(), name=model_id, origin=origin, layers=layers,
+    template = resources.files("vanilla_transformer.cards").joinpath(MARIAN_CARD_TEMPLATE).read_text(encoding="utf-8")
+    text = template.format(card_data=data.to_yaml(), name=model_id, origin=origin, layers=layers,
                                 num_beams=generation.num_beams, length_penalty=generation.length_penalty,
                                 max_length=generation.max_length, model_id=model_id, example="Hello world!",
                                 ctranslate2_note=ctranslate2_note,

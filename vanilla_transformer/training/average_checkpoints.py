@@ -13,12 +13,16 @@ The output folder is a normal checkpoint (config, weights, generation config, to
 """
 
 import argparse
+import json
 import os
 import re
 import sys
 
+import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
 from vanilla_transformer.checkpoints.validate import check_checkpoint
-from vanilla_transformer.files import check_output_folder
+from vanilla_transformer.files import check_output_folder, staged_folder
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
 
@@ -43,11 +47,6 @@ def last_checkpoints(checkpoint_dir: str, n: int) -> list[str]:
 def average_state_dicts(checkpoints: list[str]) -> dict:
     """Mean of the floating-point weights (and buffers) of the models saved in `checkpoints`; other tensors are
     taken from the last checkpoint. Checkpoints of different architectures are refused."""
-    import torch
-    from transformers import AutoModelForSeq2SeqLM
-
-    import vanilla_transformer  # noqa: F401  (registers the model type with the Auto classes)
-
     if not checkpoints:
         raise ValueError("No checkpoints to average.")
     total, reference_shapes = None, None
@@ -77,10 +76,6 @@ def average_checkpoints(checkpoints: list[str], output_dir: str | None = None, o
     tokenizer of that checkpoint: written to a staging folder and renamed into place when whole (`output_dir` may
     not be, contain or lie inside a checkpoint; an existing non-empty folder only with `overwrite`). Returns the
     averaged model."""
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-    from vanilla_transformer.files import check_output_folder, staged_folder
-
     if output_dir is not None:  # before the work
         check_output_folder(output_dir, overwrite=overwrite, inputs=checkpoints)
     averaged = average_state_dicts(checkpoints)
@@ -100,8 +95,6 @@ SEQ2SEQ_CLASS = "VanillaTransformerForConditionalGeneration"
 
 
 def _config(path: str) -> dict:
-    import json
-
     with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
         return json.load(f)
 

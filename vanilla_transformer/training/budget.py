@@ -19,6 +19,8 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 
+import torch.distributed as dist
+from tqdm.auto import tqdm
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
@@ -149,8 +151,6 @@ def elapsed_on_the_main_process(start: float) -> float:
     """Seconds since `start` by the clock of process 0: every process of a distributed run decides from the same
     number (when to plan, what, when to stop), so that none stops a step before the others and leaves them waiting.
     One process: this process's clock."""
-    import torch.distributed as dist
-
     elapsed = time.monotonic() - start
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         shared = [elapsed]
@@ -166,8 +166,8 @@ class TimeBudget(TrainerCallback):
     On a slow machine or a short budget the timing stops earlier, once it has used `calibration_share` of the budget
     and timed at least `min_calibration_steps` steps, so that most of the budget follows the plan.
 
-    A machine's speed drifts (other jobs, thermal limits, a shared host: 0.87 s per step over the first 20 steps
-    and 1.15 s a few minutes later on the development machine), and a plan made from the first steps then runs out
+    A machine's speed drifts (other jobs, thermal limits, a shared host; benchmarks/experiments/budget-replanning.md),
+    and a plan made from the first steps then runs out
     of time before its learning rate has decayed and before its checkpoints to average are saved. So the run keeps
     timing: every `replan_share` of the budget it re-plans the rest from the step time since the last timing, if
     that differs from the plan's by more than `replan_tolerance`; the learning rate goes on from where it is
@@ -237,7 +237,7 @@ class TimeBudget(TrainerCallback):
     def adopt(self, state, plan: BudgetPlan) -> None:
         """Follow `plan` from now on (the first plan or a re-plan), and print it."""
         self.schedule.set_plan(plan)
-        plan.warmup_steps = self.schedule.warmup  # a re-plan after the warmup keeps the warmup that was
+        plan.warmup_steps = self.schedule.warmup  # a re-plan after the warmup keeps the warmup already made
         self.plan = plan
         state.max_steps = plan.total_steps
         if state.is_world_process_zero:
@@ -275,8 +275,6 @@ class MinutesProgressBar(ProgressCallback):
         self.minutes = minutes
 
     def on_train_begin(self, args, state, control, **kwargs):
-        from tqdm.auto import tqdm
-
         if state.is_world_process_zero:
             self.training_bar = tqdm(total=round(self.minutes, 2), unit="min", dynamic_ncols=True,
                                      bar_format="{l_bar}{bar}| {n:.1f}/{total:g} min [{elapsed}{postfix}]")

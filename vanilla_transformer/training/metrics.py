@@ -14,6 +14,8 @@
 
 from collections.abc import Sequence
 
+import numpy as np
+
 
 def translation_scores(predictions: Sequence[str], references: Sequence[str], bleu_tokenize: str = "13a",
                        *, target_lang: str | None = None,
@@ -77,11 +79,9 @@ def decode_predictions(tokenizer, predictions, count: int) -> list[str]:
     """Token ids from `predict_with_generate` (padded with -100 across batches) -> `count` strings.
 
     Under several processes, accelerate completes the last batch of each process with examples from the start of
-    the dataset; the Trainer (transformers 5.23, accelerate on CPU/gloo) was seen to return those extra rows. The
+    the dataset, and the Trainer (transformers 5.23, accelerate on CPU/gloo) returns those extra rows. The
     gathered rows keep the dataset order, so the first `count` rows are the predictions.
     """
-    import numpy as np
-
     if isinstance(predictions, tuple):
         predictions = predictions[0]
     if len(predictions) < count:

@@ -3,23 +3,26 @@
 - GPU: the usual mixed precision, bf16 autocast where the GPU supports bf16 (Ampere and later), else fp16 with loss
   scaling.
 - CPU with bf16 matrix instructions (`avx512_bf16` or AMX, `amx_bf16`, in /proc/cpuinfo's flags): bf16 autocast
-  (measured 1.26x training speed on such a CPU; the loss curve follows fp32's, tests/test_mixed_precision.py).
+  (the loss curve follows fp32's, tests/test_mixed_precision.py).
 - Any other CPU: fp32 (without those instructions bf16 is emulated and slower than fp32).
 
 With bf16 autocast on the CPU the training step computes attention with PyTorch's math kernel (softmax(QK^T)V in
 matmuls, `sdpa_kernel(SDPBackend.MATH)`) instead of its CPU flash-attention kernel whenever the batch's longest
-sequence has at most `MATH_ATTENTION_MAX_LENGTH` tokens: the flash kernel's bf16 backward pass is 1.2-3.5x slower on
-such short sequences (2-core AMD EPYC with avx512_bf16: a `multi30k-pre-ln` step 0.38 s instead of 0.48 s;
-`python -m benchmarks.cpu_attention`); from about 190 tokens on the flash kernel is as fast or faster. Both compute
-equation (1); in fp32 the two kernels are equally fast and the default (flash) stays.
+sequence has at most `MATH_ATTENTION_MAX_LENGTH` tokens: the flash kernel's bf16 backward pass is slower on such
+short sequences, and as fast or faster on longer ones (`python -m benchmarks.cpu_attention`;
+benchmarks/experiments/math-attention-kernel.md). Both compute equation (1); in fp32 the two kernels are equally
+fast and the default (flash) stays.
 
 `--bf16` / `--fp16` on the command line always win.
 """
 
 import contextlib
 
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
 BF16_MATMUL_FLAGS = ("avx512_bf16", "amx_bf16")
-MATH_ATTENTION_MAX_LENGTH = 160  # flash / math, bf16 forward + backward: 1.2x at 160 tokens, 0.85-0.9x at 192
+MATH_ATTENTION_MAX_LENGTH = 160  # where the math kernel stops being faster (benchmarks/experiments/math-attention-kernel.md)
 
 
 def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str]:
@@ -41,8 +44,6 @@ def cpu_has_bf16_matmul(flags: set[str] | None = None) -> bool:
 
 def default_precision(use_cpu: bool = False) -> tuple[dict, str]:
     """-> (Trainer argument defaults, one line saying what was chosen and why)."""
-    import torch
-
     if torch.cuda.is_available() and not use_cpu:
         if torch.cuda.is_bf16_supported():
             return {"bf16": True}, "GPU: bf16 mixed precision"
@@ -82,6 +83,5 @@ def attention_kernel(training_args, inputs):
     """A context for one training step: the math attention kernel where `uses_math_attention`, else nothing."""
     if not uses_math_attention(training_args, inputs):
         return contextlib.nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     return sdpa_kernel(SDPBackend.MATH)

@@ -14,7 +14,7 @@ HF's schedule is lr * step / warmup and after it lr * sqrt(warmup / step). A pre
 that peak, computed while the options are parsed from the final `d_model` and `--warmup_steps` (unless
 `--learning_rate` is given). The paper warms up for 4000 steps of 25k-token batches; the demo trains for far fewer
 steps and scales the warmup down with them. `multi30k` keeps the paper's model and optimiser but
-not its schedule: its schedule is made for a time budget and was chosen on `val` by measurement. The `tiny` preset is
+not its schedule: its schedule is made for a time budget and chosen on `val` (benchmarks/experiments/). The `tiny` preset is
 not the paper's: it is the small-data recipe of the literature (Transformer-Tiny), with a schedule made for a time
 budget.
 """
@@ -25,8 +25,8 @@ from vanilla_transformer.configuration_vanilla_transformer import PAPER_PRESETS
 
 # The paper's optimisation recipe, as Seq2SeqTrainingArguments defaults.
 PAPER_RECIPE = dict(
-    # With weight_decay=0 AdamW is exactly Adam. The fused kernel (CPU and GPU) updates all parameters in one pass:
-    # 15 ms where the per-parameter loop takes 50-100 ms for the 7.6M parameters of `multi30k` on 2 CPU cores.
+    # With weight_decay=0 AdamW is exactly Adam. The fused kernel (CPU and GPU) updates all parameters in one pass,
+    # faster than the per-parameter loop (benchmarks/experiments/loss-and-optimiser.md).
     optim="adamw_torch_fused",
     adam_beta1=0.9,
     adam_beta2=0.98,
@@ -57,22 +57,11 @@ class Preset:
         return {**PAPER_RECIPE, **self.training}
 
 
-# The paper's model and optimiser at Multi30k size, with a schedule made for a time budget: chosen on `val` by
-# benchmarks/recipe_sweep.py, which replays the plan of a 30-minute run on 2 CPU cores (1,282 steps at 1.36 s
-# per step) for 42 configurations on a GPU (2026-11-26; docs/train.md "Choosing the recipe"). Peak 0.0014 after
-# 40 % of the steps, then linear to 0, and the average of 10 checkpoints over the last 20 %: 30.0 / 30.2 val
-# BLEU (two seeds) against 25.9 / 25.9 / 26.5 for the paper's 20,000-step schedule (warmup 1,000) stopped by the
-# clock at the same step. Shorter warmups or higher peaks (0.002 after 10 %, 0.003) diverge or stall at this
-# depth (post-LN); 4,096-token batches, 4+4 layers, d_model 512, vocabularies of 4k or 10k and dropout 0.2 made
-# fewer or worse steps in 30 minutes. Averaging, compared afterwards on val in two 30-minute CPU runs of this
-# schedule (1,213 and 1,153 steps; the last 1, 2, 3, 5 and 10 of checkpoints 2 % of the run apart): the last 2
-# scored 30.10 / 29.57, the final weights 29.99 / 29.39, the last 10 29.39 / 29.00 -- with a learning rate that
-# decays to zero, the older checkpoints only pull the average back. Without --max_train_minutes the same shape
-# spans --max_steps.
-# Decoding: length penalty 1.4 instead of the model's 0.6 (beam 4 kept), chosen on val with three 30-minute
-# checkpoints (this preset's, `multi30k-pre-ln`'s with dropout 0.1 and 0.05): +0.95 / +0.79 / +0.88 val BLEU; their
-# outputs were 9 % shorter than the references at 0.6 and 1-3 % at 1.4; 1.7 and 2.0 made them longer than the
-# references and scored less (docs/train.md "Decoding").
+# The paper's model and optimiser at Multi30k size, with a schedule made for a time budget (peak 0.0014 after 40 % of
+# the steps, linear to 0, the average of the last 2 checkpoints 2 % of the run apart): the best of the schedules
+# replayed on val for a 30-minute CPU run (benchmarks/experiments/recipe-sweep.md). Without --max_train_minutes the
+# same shape spans --max_steps. Decoding: length penalty 1.4 (beam 4), chosen on val: outputs of length near the
+# references' (benchmarks/experiments/decoding.md).
 MULTI30K = Preset(
     description="A small Transformer for Multi30k-sized data (29k sentence pairs) with a schedule for a time "
                 "budget (--max_train_minutes): peak 0.0014 after two fifths of the steps, linear decay, average of "
@@ -101,25 +90,10 @@ PRESETS: dict[str, Preset] = {
     "multi30k": MULTI30K,
     # `multi30k` with pre-LayerNorm blocks (x + Sublayer(LayerNorm(x)), a final LayerNorm on each stack; Wang et al.
     # 2019, Xiong et al. 2020) -- not the paper's layout, kept apart so that `multi30k` stays the paper's model (and
-    # exports to MarianMTModel, which is post-LayerNorm only). Pre-LN trains stably at a higher peak: in a replayed
-    # 10-minute plan on 2 CPU cores (554 steps at 1.05 s per step, val BLEU, average of the last 2 checkpoints),
-    # post-LN at its best peak 0.0014 scored 11.37; pre-LN 21.51 at peak 0.003 (warmup 40 %), 15.68 at 0.003 with
-    # warmup 20 %, 11.78 at 0.005. 30 minutes on the same machine: val 35.59 (final) / 35.30 (last 2) after 1,815
-    # steps, against 33.04 / 33.08 for `multi30k` after 1,745; test2016 35.82 / 35.48 against 33.67 / 33.77.
-    # A smaller feed-forward layer (d_ff 512) and vocabulary (6,000): 5.5M parameters against 7.6M, about 20 % more
-    # steps in a budget. 30 minutes on one machine (avx512_bf16), two seeds, each pair back to back: val 37.58 / 37.56
-    # (final / last 2; seed 42) and 37.21 / 37.45 (seed 1) against 36.92 / 36.63 and 37.60 / 37.68 with d_ff 1,024
-    # and 8,000 tokens -- +0.13 / +0.35 on average, one seed each way, within the seed noise, for a model a quarter
-    # smaller; test2016 37.11 and 36.46 against 36.73 and 36.11 (final weights; docs/train.md "Pre-LayerNorm for a
-    # time budget").
-    # With bf16 on the CPU the training step's attention runs on torch's math kernel (training/precision.py): ~4,050
-    # steps in 30 minutes on that machine instead of ~3,300, val 37.60 / 37.67 against 37.39 / 37.44 (three seeds),
-    # test2016 36.96 on average (final weights; docs/train.md "The math attention kernel").
-    # ~4,000 steps of at most 2,048 target tokens are up to 18 passes over Multi30k's 460k, and with dropout 0.1 the
-    # model learns the training set by heart (token NLL 0.49 on 1,000 training pairs against 1.83 on val, final
-    # weights, seed 42). Dropout 0.2: 0.80 against 1.74, and val 38.34 / 38.18 (final / last 2) against 37.60 /
-    # 37.67, three seeds, 30 minutes each on the same machine; test2016 37.74 on average with the final weights
-    # (37.57 to 37.86; was 36.91 decoded alike), docs/train.md "Dropout 0.2 for many passes".
+    # exports to MarianMTModel, which is post-LayerNorm only). Pre-LN trains stably at the higher peak 0.003, and so
+    # scores more in a time budget (benchmarks/experiments/pre-layernorm.md); d_ff 512 and 6,000 tokens make a model a
+    # quarter smaller that takes more steps in a budget at the same score (smaller-ffn-and-vocabulary.md there);
+    # dropout 0.2 because a 30-minute run makes many passes over Multi30k (dropout-30-minutes.md there).
     "multi30k-pre-ln": Preset(
         description="`multi30k` with pre-LayerNorm blocks (not the paper's layout), d_ff 512, a 6,000-token "
                     "vocabulary, dropout 0.2 and peak 0.003: more BLEU per CPU-minute than `multi30k` on small data; "
@@ -129,18 +103,13 @@ PRESETS: dict[str, Preset] = {
         data={**MULTI30K.data, "vocab_size": 6000},
         training={**MULTI30K.training, "learning_rate": 0.003}, generation=dict(MULTI30K.generation),
     ),
-    # Transformer-Tiny of Wu et al. (2021), the literature's text-only Transformer on Multi30k (41.02 BLEU on
-    # test2016 in their metric): 4+4 layers, d_model 128, d_ff 256, 4 heads, dropout 0.3, shared embeddings,
-    # 4,096-token batches, peak learning rate 0.005 after 2,000 steps, average of the last 10 checkpoints. Small
-    # data wants a small,
-    # strongly regularised model (Araabi & Monz 2020; Sennrich & Zhang 2019). Their ~8,000 updates do not fit in a
-    # CPU budget of minutes, so the schedule decays linearly to zero at the end of the run (with
-    # --max_train_minutes: at the end of the steps that fit, see training/budget.py), after a warmup of a fifth of
-    # it to 0.003 (a 30-50-step warmup to 0.002 or 0.005 stalled at loss ~6.6 for 400 steps on this machine), and
-    # the 10 averaged checkpoints lie in its last fifth. Not yet a good recipe: in a 30-minute run on a quiet 2-core
-    # machine (2026-11-25) its loss stayed near 6 (5.94 at step 1,000 of 1,261), where `multi30k` was at 3.78; with
-    # peak 0.001 and dropout 0.1 its replayed 30-minute plan (1,053 steps) reached 11.4 val BLEU, `multi30k` 30.
-    # Measurements: docs/train.md.
+    # Transformer-Tiny of Wu et al. (2021), the literature's text-only Transformer on Multi30k: 4+4 layers, d_model
+    # 128, d_ff 256, 4 heads, dropout 0.3, shared embeddings, 4,096-token batches, the average of the last 10
+    # checkpoints. Small data wants a small, strongly regularised model (Araabi & Monz 2020; Sennrich & Zhang 2019).
+    # Their ~8,000 updates do not fit in a CPU budget of minutes, so the schedule decays linearly to zero at the end
+    # of the run (with --max_train_minutes: at the end of the steps that fit, see training/budget.py), after a warmup
+    # of a fifth of it to 0.003, and the 10 averaged checkpoints lie in its last fifth. Experimental: in 30 minutes on
+    # 2 CPU cores it trains far less than `multi30k` (benchmarks/experiments/tiny-preset.md).
     "tiny": Preset(
         description="Transformer-Tiny (Wu et al. 2021) for small data such as Multi30k (~30k sentence pairs), with a "
                     "schedule for a time budget (--max_train_minutes); experimental: its 30-minute CPU run stalled.",

@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass, field
 
 # OpenMP threads that spin while waiting for work make a CPU run several times slower as soon as another process
-# shares the cores (measured: 15x on 2 busy cores). Passive waiting costs little when the cores are free. Set
-# before torch is imported; an explicit OMP_WAIT_POLICY wins.
+# shares the cores. Passive waiting costs little when the cores are free. Set before torch is imported; an explicit
+# OMP_WAIT_POLICY wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from vanilla_transformer.training.arguments import DataArguments, ModelArguments, parse_arguments  # noqa: F401  (the options of this command)

@@ -1,0 +1,206 @@
+"""The package's architecture, as docs/architecture.md draws it, read from the source with `ast`: the layers and
+what may import what, no import cycles, no private names imported across modules, at most 10 modules at the package
+root, function-local imports only of optional extras, no function over 100 lines.
+
+Every import counts, function-local ones included (a cycle hidden inside a function is still a cycle)."""
+
+import ast
+import pathlib
+from collections import defaultdict
+
+import pytest
+
+from helpers import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "vanilla_transformer"
+
+# The layers, lowest first: a module imports only modules of its own layer or of lower ones. Each entry is a module
+# path under the package ("" is the package itself, its __init__); a module belongs to its longest matching entry.
+LAYERS = [
+    ("remote code", ["compat", "configuration_vanilla_transformer", "modeling_vanilla_transformer",
+                     "pipeline_translation"]),
+    ("transformers integration", ["pipeline_checks", "registration"]),
+    ("foundations", ["files", "cards"]),
+    ("package", [""]),
+    ("checkpoints", ["checkpoints", "interop.ctranslate2_runtime"]),
+    ("tools", ["translate", "interop", "inspect", "training"]),
+    ("command line", ["cli", "__main__"]),
+]
+REMOTE_CODE = [f"vanilla_transformer.{name}" for name in LAYERS[0][1]]
+
+# Optional extras (pyproject.toml's extras and what a user brings): imported where they are used, so that the
+# package imports without them and only the feature that needs one fails, with a line saying what to install.
+OPTIONAL_EXTRAS = {"gradio", "gradio_client", "ctranslate2", "matplotlib", "peft", "fastapi", "uvicorn",
+                   "sentencepiece", "sacremoses", "sacrebleu", "num2words", "datasets", "accelerate", "tensorboard"}
+# The command line imports the library a command drives inside its `run`: `--help` stays fast and a missing extra
+# fails only the command that needs it.
+CLI_LAZY = {"vanilla_transformer", "transformers", "huggingface_hub", "torch"}
+# Other function-local imports, each for its reason: module -> the imported modules allowed there.
+LOCAL_IMPORTS_ALLOWED = {
+    # only when saving, so that using the model never loads the pipeline (save_pretrained's docstring)
+    "vanilla_transformer.modeling_vanilla_transformer": {"vanilla_transformer.pipeline_translation"},
+    # modules being split by job; their imports move with them
+    "vanilla_transformer.files": {"fnmatch", "hashlib"},
+    "vanilla_transformer.inspect.explorer": {"importlib", "transformers", "vanilla_transformer.checkpoints.kinds",
+                                             "vanilla_transformer.checkpoints.validate",
+                                             "vanilla_transformer.modeling_vanilla_transformer"},
+    "vanilla_transformer.interop.export_marian": {"huggingface_hub", "transformers", "transformers.activations",
+                                                  "vanilla_transformer.interop.convert"},
+    "vanilla_transformer.training.arguments": {"torch", "transformers", "vanilla_transformer",
+                                               "vanilla_transformer.training.precision"},
+    "vanilla_transformer.training.data": {"copy", "tokenizers", "torch.distributed", "vanilla_transformer.files",
+                                          "vanilla_transformer.training.numbers"},
+    "vanilla_transformer.training.train": {
+        "contextlib", "huggingface_hub.errors", "importlib.util", "transformers", "transformers.trainer_utils",
+        "vanilla_transformer", "vanilla_transformer.checkpoints.kinds", "vanilla_transformer.checkpoints.validate",
+        "vanilla_transformer.files", "vanilla_transformer.training.average_checkpoints",
+        "vanilla_transformer.training.metrics", "vanilla_transformer.training.precision",
+        "vanilla_transformer.training.tokenizer", "vanilla_transformer.training.trainer"},
+    "vanilla_transformer.training.trainer": {"sys", "torch.distributed", "tqdm.auto", "transformers.trainer_utils",
+                                             "vanilla_transformer.cards.model_card", "vanilla_transformer.files"},
+}
+# Private names imported across modules, in a module being split by job (the names go public with it).
+PRIVATE_IMPORTS_ALLOWED = {
+    ("vanilla_transformer.interop.export_marian", "vanilla_transformer.interop.export_ctranslate2", "_load_checkpoint"),
+    ("vanilla_transformer.interop.export_marian", "vanilla_transformer.interop.export_ctranslate2", "_load_tokenizer"),
+}
+MAX_ROOT_MODULES = 10
+MAX_FUNCTION_LINES = 100
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+TREES = {name: ast.parse(path.read_text(encoding="utf-8"), filename=str(path)) for name, path in MODULES.items()}
+
+
+def imported_modules(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The modules an import statement imports: `from a.b import c` is a.b.c if that is a module, else a.b."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:  # relative: from the module's package, one level up per extra dot
+        package = module.split(".") if MODULES[module].name == "__init__.py" else module.split(".")[:-1]
+        package = package[: len(package) - node.level + 1]
+        base = ".".join(package + ([base] if base else []))
+    return [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
+
+
+def imports(module: str, local: bool | None = None):
+    """(statement, imported module) for each import of `module`; `local`: only function-local (True) or only module
+    level (False) ones."""
+    tree = TREES[module]
+    in_function = set()
+    for function in ast.walk(tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            in_function.update(id(node) for node in ast.walk(function) if node is not function)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if local is None or (id(node) in in_function) == local:
+                for name in imported_modules(module, node):
+                    yield node, name
+
+
+def package_graph() -> dict[str, set[str]]:
+    graph = defaultdict(set)
+    for module in MODULES:
+        for _, name in imports(module):
+            if name in MODULES and name != module:
+                graph[module].add(name)
+    return graph
+
+
+def layer_of(module: str) -> int:
+    relative = module.removeprefix("vanilla_transformer").removeprefix(".")
+    best = None
+    for index, (_, entries) in enumerate(LAYERS):
+        for entry in entries:
+            if relative == entry or relative.startswith(entry + ".") or (entry == "" and relative == ""):
+                if best is None or len(entry) > best[0]:
+                    best = (len(entry), index)
+    assert best is not None, f"{module} is in no layer of LAYERS (add it, and to docs/architecture.md)"
+    return best[1]
+
+
+def test_every_module_imports_only_its_own_layer_or_lower_ones():
+    wrong = [f"{module} ({LAYERS[layer_of(module)][0]}) imports {name} ({LAYERS[layer_of(name)][0]})"
+             for module, names in package_graph().items() for name in names if layer_of(name) > layer_of(module)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_remote_code_files_import_each_other_only_relatively():
+    """Saved folders hold copies of these files (transformers copies a file's relative imports), so they run where
+    this package is not installed."""
+    for module in REMOTE_CODE:
+        for node, name in imports(module):
+            if name.split(".")[0] == "vanilla_transformer":
+                assert isinstance(node, ast.ImportFrom) and node.level > 0, f"{module} imports {name} absolutely"
+                assert name in REMOTE_CODE, f"{module} imports {name}, which saved folders do not hold"
+
+
+def test_no_import_cycles():
+    graph, state, stack = package_graph(), {}, []
+
+    def visit(module):  # depth first; a module met again while on the stack closes a cycle
+        state[module] = "open"
+        stack.append(module)
+        for name in sorted(graph[module]):
+            if state.get(name) == "open":
+                pytest.fail("import cycle: " + " -> ".join(stack[stack.index(name):] + [name]))
+            if name not in state:
+                visit(name)
+        stack.pop()
+        state[module] = "done"
+
+    for module in MODULES:
+        if module not in state:
+            visit(module)
+
+
+def test_no_private_names_imported_across_modules():
+    private = set()
+    for module, tree in TREES.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                source = imported_modules(module, ast.ImportFrom(module=node.module, names=[ast.alias("")],
+                                                                 level=node.level))[0].rstrip(".")
+                private.update((module, source, alias.name) for alias in node.names
+                               if alias.name.startswith("_") and not alias.name.startswith("__"))
+    assert private <= PRIVATE_IMPORTS_ALLOWED, sorted(private - PRIVATE_IMPORTS_ALLOWED)
+
+
+def test_at_most_ten_modules_at_the_package_root():
+    root = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(root) <= MAX_ROOT_MODULES, root
+
+
+def test_function_local_imports_are_optional_extras_or_have_their_reason():
+    wrong = []
+    for module in MODULES:
+        allowed = LOCAL_IMPORTS_ALLOWED.get(module, set())
+        for node, name in imports(module, local=True):
+            top = name.split(".")[0]
+            if top in OPTIONAL_EXTRAS or name in allowed:
+                continue
+            if module.startswith("vanilla_transformer.cli.") and top in CLI_LAZY:
+                continue
+            wrong.append(f"{module}:{node.lineno} imports {name} inside a function")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_allowances_are_still_needed():
+    """An allowance that nothing uses any more is taken out, so that the lists stay narrow."""
+    used = {(module, name) for module in LOCAL_IMPORTS_ALLOWED for _, name in imports(module, local=True)}
+    unused = [(module, name) for module, names in LOCAL_IMPORTS_ALLOWED.items() for name in names
+              if (module, name) not in used]
+    assert not unused, unused
+
+
+def test_no_function_over_100_lines():
+    long = [f"{module}.{node.name}: {node.end_lineno - node.lineno + 1} lines" for module, tree in TREES.items()
+            for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert not long, long

@@ -13,7 +13,14 @@ requests in flight and exits 0. The guide is docs/serve.md.
 import argparse
 import logging
 
-from vanilla_transformer.cli.options import checked, existing_file, non_negative_int, positive_float, positive_int
+from vanilla_transformer.cli.options import (
+    UsageError,
+    checked,
+    existing_file,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -57,6 +64,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     batching.add_argument("--batch-wait-ms", action=checked(positive_float), default=5.0,
                           help="how long to wait for more sentences to batch (default 5 ms)")
     batching.add_argument("--no-batching", action="store_true", help="one sentence per engine call")
+    parser.add_argument("--workers", action=checked(positive_int), default=1,
+                        help="server processes sharing the address, each with its own copy of the model (default 1)")
     parser.add_argument("--no-cors", action="store_true", help="send no CORS headers (browsers of other origins "
                                                                "cannot call the server)")
     parser.add_argument("--log-texts", action="store_true", help="log the texts of each request (default: sizes)")
@@ -85,12 +94,19 @@ def run(args: argparse.Namespace) -> None:
     from vanilla_transformer.serve.app import create_app
     from vanilla_transformer.serve.engine import TranslationEngine
     from vanilla_transformer.serve.server import listening_socket, serve
+    from vanilla_transformer.serve.workers import serve_workers
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = settings_from_args(args)
     listening_socket(args.host, args.port).close()  # a taken port fails now, not after loading the model
-    generate_kwargs = {"num_beams": args.num_beams} if args.num_beams else {}
-    engine = TranslationEngine(args.model, source_lang=args.source_lang, target_lang=args.target_lang,
-                               engine=args.engine, device=args.device, compute_type=args.compute_type,
-                               **generate_kwargs)
-    serve(create_app(engine, settings), args.host, args.port, graceful_s=args.timeout + 5)
+    options = dict(path=args.model, source_lang=args.source_lang, target_lang=args.target_lang, engine=args.engine,
+                   device=args.device, compute_type=args.compute_type,
+                   **({"num_beams": args.num_beams} if args.num_beams else {}))
+    engine = TranslationEngine(**options)  # loaded here first: a bad folder or option fails before any worker
+    if args.workers > 1:
+        del engine
+        if args.port == 0:
+            raise UsageError("--workers needs a --port of its own (0 picks one per process)")
+        serve_workers(options, settings, args.host, args.port, args.workers, graceful_s=args.timeout + 5)
+    else:
+        serve(create_app(engine, settings), args.host, args.port, graceful_s=args.timeout + 5)

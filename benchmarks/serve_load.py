@@ -27,6 +27,7 @@ import json
 import os
 import random
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -169,12 +170,20 @@ class Connection:
         self.port, self.reader, self.writer = port, None, None
 
     async def post(self, path: str, fields: dict) -> tuple[int, bytes]:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
         body = json.dumps(fields).encode()
-        self.writer.write(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                          f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-        status = int((await self.reader.readline()).split()[1])
+        request = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                   f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+        reused = self.writer is not None
+        if not reused:
+            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        self.writer.write(request)
+        status_line = await self.reader.readline()
+        if not status_line and reused:  # the server closed the idle connection (keep-alive timeout): a new one
+            self.close()
+            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+            self.writer.write(request)
+            status_line = await self.reader.readline()
+        status = int(status_line.split()[1])
         length = 0
         while (line := await self.reader.readline()) not in (b"\r\n", b""):
             name, _, value = line.decode("latin-1").partition(":")
@@ -191,6 +200,7 @@ class Connection:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+            self.reader = self.writer = None
 
 
 async def closed_loop(port: int, sentences: list[str], clients: int, source: str, target: str,
@@ -376,7 +386,8 @@ def main(argv: list[str] | None = None) -> dict:
         batch = max(1, round(result["batching"]["mean_batch"]))
         result["engine_per_second"] = engine_throughput(model, sentences, batch, args.source_lang, args.target_lang)
         result["latency"] = measure_latency_and_memory(model, sentences, result["batching"]["per_second"] / 2, args)
-    publish(SECTION, render, result, "benchmarks.serve_load", argv, args.write, args.results)
+    quoted = [shlex.quote(arg) for arg in (argv if argv is not None else sys.argv[1:])]
+    publish(SECTION, render, result, "benchmarks.serve_load", quoted, args.write, args.results)
     return result
 
 

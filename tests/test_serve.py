@@ -239,3 +239,32 @@ def test_the_metrics_are_prometheus_text(command):
     ok = [sample for sample in families["vt_requests"].samples
           if sample.labels == {"route": "/translate", "status": "200"} and sample.name == "vt_requests_total"]
     assert ok and ok[0].value >= 1
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The command's own errors: one line, before anything listens
+
+
+@pytest.mark.parametrize("problem", ["missing folder", "no languages", "same languages", "empty keys", "port taken"])
+def test_the_command_stops_with_one_line(problem, model_dir, ct2_dir, tmp_path, capsys):
+    import socket
+
+    from helpers import run_main
+    from vanilla_transformer.cli.main import main
+
+    argv, message = {
+        "missing folder": ([str(tmp_path / "missing")], "model folder not found"),
+        "no languages": ([ct2_dir], "does not say which languages it translates"),
+        "same languages": ([model_dir, "--target-lang", "en"], "the source and target languages are both 'en'"),
+        "empty keys": ([model_dir, "--api-keys", str(tmp_path / "keys.txt")], "holds no key"),
+        "port taken": ([model_dir], "cannot listen on 127.0.0.1:"),
+    }[problem]
+    (tmp_path / "keys.txt").write_text("# no key yet\n\n", encoding="utf-8")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1]) if problem == "port taken" else "0"
+        code, out, err = run_main(main, ["serve", *argv, "--port", port], capsys)
+    assert code == 1 and out == "", err
+    assert err.strip().count("\n") == 0 and err.startswith("vanilla-transformer serve: error: "), err
+    assert message in err

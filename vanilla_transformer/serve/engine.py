@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from vanilla_transformer.cards.model_card import LANGUAGE_CODE, LANGUAGE_NAMES
+from vanilla_transformer.checkpoints.kinds import check_folder_kind
 from vanilla_transformer.checkpoints.load import load_checkpoint
 from vanilla_transformer.translate import TRANSLATION_KINDS, translate
 
@@ -66,6 +67,7 @@ class TranslationEngine:
                  engine: str = "auto", device: str | None = None, compute_type: str = "default",
                  **generate_kwargs):
         self.path = os.fspath(path)
+        check_folder_kind(self.path, TRANSLATION_KINDS, "serve")  # a missing or wrong folder first, in one line
         self.source_lang, self.target_lang = model_languages(self.path, source_lang, target_lang)
         self.load_options = dict(kinds=TRANSLATION_KINDS, device=device, engine=engine, compute_type=compute_type,
                                  purpose="serve")

@@ -13,7 +13,7 @@ import importlib
 import sys
 
 # modules of vanilla_transformer.cli, one per command
-COMMANDS = ["train", "translate", "convert", "export", "plot", "explore"]
+COMMANDS = ["train", "translate", "convert", "export", "plot", "explore", "serve"]
 
 # errors a command reports as its one line (anything else is a bug of ours, and keeps its traceback)
 REPORTED_ERRORS = (ValueError, OSError, ImportError, RuntimeError)

@@ -1,0 +1,113 @@
+"""The model behind the server: a saved folder (PyTorch or CTranslate2 export) and its language pair.
+
+`TranslationEngine.translate(sentences)` is one call of `vanilla_transformer.translate.translate` over all the
+sentences of a batch (so a sentence gets exactly what `vanilla-transformer translate` gives it), decoded with the
+folder's generation config unless `generate_kwargs` say otherwise. `restart()` loads the folder again, for when the
+engine failed in a way that may have left it unusable (an unloaded CTranslate2 model, a CUDA error).
+
+The language pair is read from the folder's model card (README.md, whose `language:` lists the source and target
+codes, as `cards.model_card` writes it) unless given.
+"""
+
+import os
+from pathlib import Path
+
+from vanilla_transformer.cards.model_card import LANGUAGE_CODE, LANGUAGE_NAMES
+from vanilla_transformer.checkpoints.kinds import check_folder_kind
+from vanilla_transformer.checkpoints.load import load_checkpoint
+from vanilla_transformer.translate import TRANSLATION_KINDS, translate
+
+# a CTranslate2 export holds sinusoids for this many positions (export_ctranslate2)
+CTRANSLATE2_POSITIONS = 1024
+
+
+def card_languages(folder: str | os.PathLike) -> tuple[str | None, str | None]:
+    """(source, target) ISO 639 codes from the model card README.md in `folder`; (None, None) when it has none."""
+    from huggingface_hub import ModelCard
+
+    card_path = Path(folder) / "README.md"
+    if not card_path.is_file():
+        return None, None
+    try:
+        languages = ModelCard.load(card_path).data.language
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{card_path} cannot be read as a model card ({' '.join(str(error).split())})") from None
+    if isinstance(languages, str):
+        languages = [languages]
+    if isinstance(languages, list) and len(languages) == 2 and all(isinstance(code, str) for code in languages):
+        return languages[0], languages[1]
+    return None, None
+
+
+def model_languages(folder: str | os.PathLike, source_lang: str | None = None,
+                    target_lang: str | None = None) -> tuple[str, str]:
+    """The model's (source, target) codes: those given, else its card's; a ValueError saying what to pass if neither."""
+    card_source, card_target = card_languages(folder) if source_lang is None or target_lang is None else (None, None)
+    source, target = source_lang or card_source, target_lang or card_target
+    for name, code in (("--source-lang", source), ("--target-lang", target)):
+        if code is None:
+            raise ValueError(f"{folder} does not say which languages it translates (no README.md model card with "
+                             f"`language: [source, target]`): give {name} (and the other), e.g. --source-lang de "
+                             "--target-lang en")
+        if not LANGUAGE_CODE.fullmatch(code):
+            raise ValueError(f"{name} {code!r} is not an ISO 639 code (two or three lowercase letters, e.g. en)")
+    if source == target:
+        raise ValueError(f"the source and target languages are both {source!r}")
+    return source, target
+
+
+def language_name(code: str) -> str:
+    return LANGUAGE_NAMES.get(code, code)
+
+
+class TranslationEngine:
+    """A translation folder loaded for serving. `kind` is "seq2seq" (PyTorch) or "ctranslate2"."""
+
+    def __init__(self, path: str | os.PathLike, *, source_lang: str | None = None, target_lang: str | None = None,
+                 engine: str = "auto", device: str | None = None, compute_type: str = "default",
+                 **generate_kwargs):
+        self.path = os.fspath(path)
+        check_folder_kind(self.path, TRANSLATION_KINDS, "serve")  # a missing or wrong folder first, in one line
+        self.source_lang, self.target_lang = model_languages(self.path, source_lang, target_lang)
+        self.load_options = dict(kinds=TRANSLATION_KINDS, device=device, engine=engine, compute_type=compute_type,
+                                 purpose="serve")
+        self.generate_kwargs = generate_kwargs
+        self.load()
+
+    def load(self) -> None:
+        loaded = load_checkpoint(self.path, **self.load_options)
+        self.kind, self.model, self.tokenizer = loaded.kind, loaded.model, loaded.tokenizer
+        self.max_input_tokens = self._max_input_tokens()
+
+    def _max_input_tokens(self) -> int:
+        limits = [CTRANSLATE2_POSITIONS if self.kind == "ctranslate2"
+                  else self.model.config.max_position_embeddings]
+        tokenizer_limit = getattr(self.tokenizer, "model_max_length", None)
+        if isinstance(tokenizer_limit, int) and 0 < tokenizer_limit < 1_000_000:  # not the "no limit" sentinel
+            limits.append(tokenizer_limit)
+        return min(limits)
+
+    def count_tokens(self, sentences: list[str]) -> list[int]:
+        """Source tokens of each sentence (with its special tokens), as the engine will read it."""
+        return [len(ids) for ids in self.tokenizer(sentences)["input_ids"]] if sentences else []
+
+    def translate(self, sentences: list[str]) -> list[str]:
+        """The translation of each sentence, in one batch."""
+        return translate(self.model, self.tokenizer, sentences, batch_size=max(len(sentences), 1),
+                         **self.generate_kwargs)
+
+    def is_usable(self) -> bool:
+        """False when the engine cannot translate any more without `restart` (its CTranslate2 model unloaded)."""
+        translator = getattr(self.model, "translator", None)
+        return translator is None or bool(translator.model_is_loaded)
+
+    def restart(self) -> None:
+        """Load the folder again (after a failure that may have broken the loaded model)."""
+        self.load()
+
+    def describe(self) -> str:
+        engine = "CTranslate2" if self.kind == "ctranslate2" else "PyTorch"
+        return f"{self.path} ({engine}, {self.source_lang} -> {self.target_lang})"
+
+
+__all__ = ["TranslationEngine", "card_languages", "language_name", "model_languages"]

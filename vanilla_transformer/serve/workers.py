@@ -1,0 +1,46 @@
+"""Several server processes on one address: `vanilla-transformer serve MODEL --workers N`.
+
+uvicorn's supervisor binds the address once and starts N worker processes that share it (the kernel spreads the
+connections over them); each worker builds its own app with `app_from_environment`, from the description
+`serve_workers` leaves in the environment variable `SPEC_VARIABLE` (a worker is a fresh interpreter). Each worker
+loads its own copy of the model and batches its own requests. SIGTERM to the supervisor stops the workers, each
+answering its requests in flight first.
+"""
+
+import dataclasses
+import json
+import logging
+import os
+
+SPEC_VARIABLE = "VANILLA_TRANSFORMER_SERVE_SPEC"
+
+
+def app_from_environment():
+    """The app described by `SPEC_VARIABLE`: uvicorn's factory in each worker process."""
+    from vanilla_transformer.serve.app import create_app
+    from vanilla_transformer.serve.engine import TranslationEngine
+    from vanilla_transformer.serve.settings import ServeSettings
+
+    if not logging.getLogger().handlers:  # a spawned worker: log as the command does
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s [%(process)d] %(message)s")
+    spec = json.loads(os.environ[SPEC_VARIABLE])
+    settings = spec["settings"]
+    if settings["api_keys"] is not None:
+        settings["api_keys"] = frozenset(settings["api_keys"])
+    return create_app(TranslationEngine(**spec["engine"]), ServeSettings(**settings))
+
+
+def serve_workers(engine_options: dict, settings, host: str, port: int, workers: int, graceful_s: float) -> None:
+    """Serve with `workers` processes until SIGTERM or Ctrl-C. `engine_options`: `TranslationEngine`'s arguments."""
+    import uvicorn
+
+    fields = dataclasses.asdict(settings)
+    fields["api_keys"] = sorted(settings.api_keys) if settings.api_keys is not None else None
+    os.environ[SPEC_VARIABLE] = json.dumps({"engine": engine_options, "settings": fields})
+    logging.getLogger("vanilla_transformer.serve").info("Serving at http://%s:%d with %d worker processes", host,
+                                                        port, workers)
+    uvicorn.run("vanilla_transformer.serve.workers:app_from_environment", factory=True, host=host, port=port,
+                workers=workers, log_config=None, access_log=False, timeout_graceful_shutdown=graceful_s)
+
+
+__all__ = ["SPEC_VARIABLE", "app_from_environment", "serve_workers"]

@@ -24,6 +24,7 @@ LAYERS = [
     ("package", [""]),
     ("checkpoints", ["checkpoints", "interop.ctranslate2_runtime"]),
     ("tools", ["translate", "interop", "inspect", "training"]),
+    ("service", ["serve"]),
     ("command line", ["cli", "__main__"]),
 ]
 REMOTE_CODE = [f"vanilla_transformer.{name}" for name in LAYERS[0][1]]
@@ -31,7 +32,8 @@ REMOTE_CODE = [f"vanilla_transformer.{name}" for name in LAYERS[0][1]]
 # Optional extras (pyproject.toml's extras and what a user brings): imported where they are used, so that the
 # package imports without them and only the feature that needs one fails, with a line saying what to install.
 OPTIONAL_EXTRAS = {"gradio", "gradio_client", "ctranslate2", "matplotlib", "peft", "fastapi", "uvicorn",
-                   "sentencepiece", "sacremoses", "sacrebleu", "num2words", "datasets", "accelerate", "tensorboard"}
+                   "sentencepiece", "sacremoses", "sacrebleu", "num2words", "datasets", "accelerate", "tensorboard",
+                   "sentencex", "prometheus_client"}
 # The command line imports the library a command drives inside its `run`: `--help` stays fast and a missing extra
 # fails only the command that needs it.
 CLI_LAZY = {"vanilla_transformer", "transformers", "huggingface_hub", "torch"}
@@ -39,6 +41,9 @@ CLI_LAZY = {"vanilla_transformer", "transformers", "huggingface_hub", "torch"}
 LOCAL_IMPORTS_ALLOWED = {
     # only when saving, so that using the model never loads the pipeline (save_pretrained's docstring)
     "vanilla_transformer.modeling_vanilla_transformer": {"vanilla_transformer.pipeline_translation"},
+    # `from vanilla_transformer.serve import ServeSettings` works without the serve extra; the app and the engine,
+    # which need FastAPI and torch, are imported when asked for (the module's __getattr__)
+    "vanilla_transformer.serve": {"vanilla_transformer.serve.app", "vanilla_transformer.serve.engine"},
     # modules being split by job; their imports move with them
     "vanilla_transformer.files": {"fnmatch", "hashlib"},
     "vanilla_transformer.inspect.explorer": {"importlib", "transformers", "vanilla_transformer.checkpoints.kinds",

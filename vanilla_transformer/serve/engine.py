@@ -12,6 +12,8 @@ codes, as `cards.model_card` writes it) unless given.
 import os
 from pathlib import Path
 
+from huggingface_hub import ModelCard
+
 from vanilla_transformer.cards.model_card import LANGUAGE_CODE, LANGUAGE_NAMES
 from vanilla_transformer.checkpoints.kinds import check_folder_kind
 from vanilla_transformer.checkpoints.load import load_checkpoint
@@ -23,8 +25,6 @@ CTRANSLATE2_POSITIONS = 1024
 
 def card_languages(folder: str | os.PathLike) -> tuple[str | None, str | None]:
     """(source, target) ISO 639 codes from the model card README.md in `folder`; (None, None) when it has none."""
-    from huggingface_hub import ModelCard
-
     card_path = Path(folder) / "README.md"
     if not card_path.is_file():
         return None, None

@@ -12,15 +12,15 @@ import json
 import logging
 import os
 
+from vanilla_transformer.serve.app import create_app
+from vanilla_transformer.serve.engine import TranslationEngine
+from vanilla_transformer.serve.settings import ServeSettings
+
 SPEC_VARIABLE = "VANILLA_TRANSFORMER_SERVE_SPEC"
 
 
 def app_from_environment():
     """The app described by `SPEC_VARIABLE`: uvicorn's factory in each worker process."""
-    from vanilla_transformer.serve.app import create_app
-    from vanilla_transformer.serve.engine import TranslationEngine
-    from vanilla_transformer.serve.settings import ServeSettings
-
     if not logging.getLogger().handlers:  # a spawned worker: log as the command does
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s [%(process)d] %(message)s")
     spec = json.loads(os.environ[SPEC_VARIABLE])

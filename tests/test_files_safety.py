@@ -25,6 +25,7 @@ from test_cli_translate import SENTENCES, one_at_a_time, save_tiny_translator
 
 from helpers import run_main
 from vanilla_transformer.files import (
+    MANIFEST_NAME,
     OutputError,
     RunLock,
     TextFileError,
@@ -376,20 +377,21 @@ def test_staged_folder_refuses_inputs_files_and_existing_folders(tmp_path):
 
 def test_staged_folder_keeps_the_old_folder_until_the_new_one_is_whole(tmp_path):
     target = tmp_path / "out"
-    target.mkdir()
-    (target / "old.txt").write_text("old")
+    with staged_folder(target) as folder:
+        pathlib.Path(folder, "old.txt").write_text("old")
+    old = tree_digest(target)
+    assert old["old.txt"] == hashlib.sha256(b"old").hexdigest() and sorted(old) == [MANIFEST_NAME, "old.txt"]
     with pytest.raises(RuntimeError), staged_folder(target, overwrite=True) as folder:
         pathlib.Path(folder, "new.txt").write_text("half")
         raise RuntimeError("killed mid-write")
-    assert sorted(os.listdir(tmp_path)) == ["out"] and tree_digest(target) == {
-        "old.txt": hashlib.sha256(b"old").hexdigest()}
+    assert sorted(os.listdir(tmp_path)) == ["out"] and tree_digest(target) == old
     # a killed writer's staging folder is cleaned up by the next one
     code, _ = run_forked(lambda: _write_forever(target), kill_at=3, watch=".out.staging")  # after the first file
     assert code == -signal.SIGKILL and [n for n in os.listdir(tmp_path) if ".staging-" in n]
     assert (target / "old.txt").read_text() == "old"
     with staged_folder(target, overwrite=True) as folder:
         pathlib.Path(folder, "new.txt").write_text("new")
-    assert sorted(os.listdir(tmp_path)) == ["out"] and os.listdir(target) == ["new.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["out"] and sorted(os.listdir(target)) == [MANIFEST_NAME, "new.txt"]
 
 
 def _write_forever(target):
@@ -623,16 +625,16 @@ def _dead_pid() -> int:
 
 
 def test_a_folder_moved_aside_by_a_killed_run_is_put_back(tmp_path, monkeypatch):
-    import vanilla_transformer.files as files
+    import vanilla_transformer.files.staging as files
 
     # without an atomic swap (other systems), the old folder is moved aside, the new one renamed in, the old removed
     target = tmp_path / "out"
-    target.mkdir()
-    (target / "old.txt").write_text("old")
+    with staged_folder(target) as folder:
+        pathlib.Path(folder, "old.txt").write_text("old")
     monkeypatch.setattr(files, "_exchange", lambda a, b: False)
     with staged_folder(target, overwrite=True) as folder:
         pathlib.Path(folder, "new.txt").write_text("new")
-    assert os.listdir(tmp_path) == ["out"] and os.listdir(target) == ["new.txt"]
+    assert os.listdir(tmp_path) == ["out"] and sorted(os.listdir(target)) == [MANIFEST_NAME, "new.txt"]
     # a run killed between moving the old folder aside and renaming the new one in: the next writer puts it back
     pid = _dead_pid()
     os.rename(target, tmp_path / f".out.old-{pid}")
@@ -707,7 +709,7 @@ def test_translate_output_is_written_atomically(model_dir, tmp_path, capsys):
 
     out = tmp_path / "out.txt"
     out.write_text("the translations of yesterday\n")
-    argv = ["translate", "--model", model_dir, "--output", str(out), "--no-progress", *SENTENCES[:4]]
+    argv = ["translate", "--model", model_dir, "--output", str(out), "--overwrite", "--no-progress", *SENTENCES[:4]]
     # killed with the new file written beside the old one, before the rename (the 2nd event: open, rename): the old
     # file stays whole, and the staging file is removed by the next run
     code, stderr = run_forked(lambda: cli_main(argv), kill_at=2, watch=".out.txt.staging-")

@@ -24,6 +24,7 @@ from helpers import run_main
 from translation_fixtures import tiny_tokenizer, tiny_translator
 from vanilla_transformer.checkpoints.validate import CheckpointError
 from vanilla_transformer.cli.main import main as cli_main
+from vanilla_transformer.files import MANIFEST_NAME
 
 pytest.importorskip("ctranslate2")
 
@@ -74,14 +75,13 @@ def test_export_never_replaces_its_input_or_a_folder_it_did_not_make(checkpoint,
         line = one_error_line(code, stdout, err)
         assert code == 1 and words in line, line
         assert tree_digest(parent) == before  # at 1852522, OUT=P deleted P/ckpt and notes.txt
-    # --overwrite replaces an earlier export only, never a folder of something else
+    # --overwrite replaces only what this project wrote, never a folder of something else
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "thesis.tex").write_text("years of work")
     code, stdout, err = export([source, mine, "--overwrite"], capsys)
     line = one_error_line(code, stdout, err)
-    assert code == 1 and "is not a CTranslate2 folder" in line and "--overwrite replaces only an earlier export" \
-        in line, line
+    assert code == 1 and f"{mine} has no {MANIFEST_NAME}" in line and "it holds thesis.tex" in line, line
     assert (mine / "thesis.tex").read_text() == "years of work" and os.listdir(mine) == ["thesis.tex"]
     # without --overwrite, even an earlier export stays
     out = tmp_path / "ct2"
@@ -259,8 +259,8 @@ def test_a_killed_first_export_leaves_no_folder_or_a_whole_one(checkpoint, tmp_p
     assert code == 0, err
     assert "left by a run that was killed (process" in err
     assert hidden(tmp_path) == [] and sorted(os.listdir(out)) == sorted(
-        ["config.json", "generation_config.json", "model.bin", "shared_vocabulary.json", "tokenizer.json",
-         "tokenizer_config.json", TOKENIZER_FINGERPRINT])
+        [MANIFEST_NAME, "config.json", "generation_config.json", "model.bin", "shared_vocabulary.json",
+         "tokenizer.json", "tokenizer_config.json", TOKENIZER_FINGERPRINT])
 
 
 def with_stderr_on_fd2(function, *args):

@@ -12,6 +12,8 @@ import os
 import transformers
 from transformers.models.auto import modeling_auto
 
+from vanilla_transformer.files.errors import one_line
+
 CTRANSLATE2_FILES = ("model.bin", "config.json")
 
 
@@ -82,7 +84,7 @@ def _read_architectures(path: str) -> list[str]:
         with open(config_path, encoding="utf-8") as f:
             config = json.load(f)
     except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise CheckpointError(f"{config_path} cannot be read: {' '.join(str(error).split())}") from None
+        raise CheckpointError(f"{config_path} cannot be read: {one_line(error)}") from None
     if not isinstance(config, dict):
         raise CheckpointError(f"{config_path} holds a JSON {type(config).__name__}, not an object")
     architectures = config.get("architectures") or []

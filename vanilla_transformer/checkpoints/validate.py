@@ -14,6 +14,7 @@ import os
 import re
 
 from vanilla_transformer.checkpoints.kinds import CheckpointError, model_class
+from vanilla_transformer.files.errors import one_line
 
 
 def check_checkpoint(folder: str | os.PathLike, need_tokenizer: bool = True) -> None:
@@ -37,14 +38,10 @@ def _read_json(path: str) -> dict:
         with open(path, encoding="utf-8") as f:
             value = json.load(f)
     except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise CheckpointError(f"{path} cannot be read: {_one_line(error)}") from None
+        raise CheckpointError(f"{path} cannot be read: {one_line(error)}") from None
     if not isinstance(value, dict):
         raise CheckpointError(f"{path} holds a JSON {type(value).__name__}, not an object")
     return value
-
-
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split()) or type(error).__name__
 
 
 def _read_config(folder: str):
@@ -59,7 +56,7 @@ def _read_config(folder: str):
     try:
         return AutoConfig.from_pretrained(folder)
     except Exception as error:  # noqa: BLE001  (invalid values: ValueError, TypeError, strict dataclass errors, ...)
-        raise CheckpointError(f"{path} does not describe a model: {_one_line(error)}") from None
+        raise CheckpointError(f"{path} does not describe a model: {one_line(error)}") from None
 
 
 def _expected_weights(folder: str, config) -> tuple[dict, list[set], list, list, set]:
@@ -74,7 +71,7 @@ def _expected_weights(folder: str, config) -> tuple[dict, list[set], list, list,
             model = cls(config) if cls is not None else AutoModelForSeq2SeqLM.from_config(config)
     except Exception as error:  # noqa: BLE001
         raise CheckpointError(f"{os.path.join(folder, 'config.json')} does not build a model: "
-                              f"{_one_line(error)}") from None
+                              f"{one_line(error)}") from None
     # Private API (underscore class attributes that `from_pretrained` / `save_pretrained` read; the same in
     # transformers 5.18 - 5.24, no public equivalent): weights never saved, weights allowed to be missing (recomputed,
     # e.g. sinusoid tables), and old names to ignore.
@@ -122,7 +119,7 @@ def _read_shapes(path: str) -> dict[str, tuple]:
         state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
         return {name: tuple(tensor.shape) for name, tensor in state.items()}
     except Exception as error:  # noqa: BLE001  (SafetensorError, pickle and zip errors, OSError)
-        raise CheckpointError(f"{path} cannot be read (truncated or not a weight file?): {_one_line(error)}") from None
+        raise CheckpointError(f"{path} cannot be read (truncated or not a weight file?): {one_line(error)}") from None
 
 
 def _check_weights(folder: str, expected) -> None:

@@ -47,9 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _one_line(error: BaseException) -> str:
     from huggingface_hub.errors import StrictDataclassError
 
+    from vanilla_transformer.files.errors import one_line
+
     if isinstance(error, StrictDataclassError) and error.__cause__ is not None:
         error = error.__cause__  # an invalid config: transformers validates configs with @strict
-    return " ".join(str(error).split()) or type(error).__name__
+    return one_line(error)
 
 
 def _set_up_output() -> None:

@@ -7,6 +7,8 @@ Each type is a function from the text to the value that raises `argparse.Argumen
 """
 
 import argparse
+import dataclasses
+import math
 import os
 
 
@@ -43,6 +45,24 @@ def positive_float(text: str) -> float:
     return value
 
 
+def check_number_options(*settings) -> None:
+    """Raise ValueError (one line naming the option) for a number in the dataclasses `settings` (the parsed options
+    of a command built on `HfArgumentParser`, e.g. the training recipe's) that is not finite (nan, inf), or that is
+    negative where the option's default is not: a number option's range starts where its default does (a default
+    of -1 or None marks options whose negative values or absence mean something)."""
+    for group in settings:
+        for option in dataclasses.fields(group):
+            value = getattr(group, option.name, None)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if not math.isfinite(value):
+                raise ValueError(f"--{option.name} must be a finite number, got {value}")
+            default = option.default
+            if (value < 0 and isinstance(default, (int, float)) and not isinstance(default, bool)
+                    and default >= 0):
+                raise ValueError(f"--{option.name} must be 0 or more, got {value}")
+
+
 def existing_file(text: str) -> str:
     """A file that exists, or "-" for stdin."""
     if text != "-" and not os.path.isfile(text):
@@ -57,12 +77,14 @@ def existing_folder(text: str) -> str:
 
 
 def writable_file(text: str) -> str:
-    """A file path that can be written (`files.check_output_file`): not a folder, in an existing folder this user
-    may write. The file itself is written later, atomically (`files.staged_file`)."""
-    from vanilla_transformer.files import OutputError, check_output_file
+    """A file path that can be written (`files.paths.check_output_file`): not a folder, in an existing folder this
+    user may write. Whether it exists, and what it must not replace, the command checks with its --overwrite and its
+    inputs; the file itself is written later, atomically (`files.staging.staged_file`)."""
+    from vanilla_transformer.files.errors import OutputError
+    from vanilla_transformer.files.paths import check_output_file
 
     try:
-        check_output_file(text, what="")
+        check_output_file(text, what="", overwrite=True)
     except OutputError as error:
         raise argparse.ArgumentTypeError(str(error).strip().rstrip(".")) from None
     return text

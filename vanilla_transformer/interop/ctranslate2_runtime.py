@@ -16,7 +16,8 @@ from pathlib import Path
 import torch
 
 from vanilla_transformer.checkpoints.kinds import CheckpointError, is_ctranslate2_folder
-from vanilla_transformer.files import sha256_of_file
+from vanilla_transformer.files.errors import one_line
+from vanilla_transformer.files.hashing import sha256_of_file
 
 VOCABULARY_FILES = ("shared_vocabulary.json", "source_vocabulary.json", "target_vocabulary.json")
 INSTALL_HINT = 'pip install "vanilla-transformer[fast]"'
@@ -56,7 +57,7 @@ def check_tokenizer_fingerprint(folder: str | os.PathLike) -> None:
         if not isinstance(digests, dict) or not digests:
             raise ValueError("no files listed")
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
-        raise CheckpointError(f"{path} cannot be read ({' '.join(str(error).split())}); the folder is damaged: "
+        raise CheckpointError(f"{path} cannot be read ({one_line(error)}); the folder is damaged: "
                               f"{EXPORT_AGAIN}") from None
     for name, expected in sorted(digests.items()):
         file = folder / name
@@ -123,7 +124,7 @@ class CTranslate2Translator:
                                                      compute_type=compute_type, inter_threads=inter_threads,
                                                      intra_threads=intra_threads)
         except (RuntimeError, ValueError) as error:  # e.g. "Variable '...' has an invalid payload size"
-            raise CheckpointError(f"CTranslate2 cannot load {folder} ({' '.join(str(error).split())}): model.bin or "
+            raise CheckpointError(f"CTranslate2 cannot load {folder} ({one_line(error)}): model.bin or "
                                   f"config.json is damaged (cut short?); {EXPORT_AGAIN}") from None
         self.device = torch.device("cpu")  # where generate() takes its inputs
         self.target_ids = {token: i for i, token in enumerate(self.target_tokens)}
@@ -142,7 +143,7 @@ class CTranslate2Translator:
             try:
                 tokens = json.loads((folder / name).read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, ValueError) as error:
-                raise CheckpointError(f"{folder / name} cannot be read ({' '.join(str(error).split())}); the folder "
+                raise CheckpointError(f"{folder / name} cannot be read ({one_line(error)}); the folder "
                                       f"is damaged: {EXPORT_AGAIN}") from None
             if not (isinstance(tokens, list) and tokens and all(isinstance(token, str) for token in tokens)):
                 raise CheckpointError(f"{folder / name} is not a list of token strings; the folder is damaged: "

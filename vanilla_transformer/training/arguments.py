@@ -17,6 +17,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from vanilla_transformer.cli.options import check_number_options
 from vanilla_transformer.training.budget import PLACEHOLDER_MAX_STEPS, SCHEDULES
 from vanilla_transformer.training.presets import PRESETS, Preset, paper_learning_rate
 from vanilla_transformer.training.trainer import TranslationTrainingArguments
@@ -231,6 +232,7 @@ def parse_arguments(argv: list[str] | None = None):
     try:
         data_args, model_args, training_args = parser.parse_args_into_dataclasses(args=argv)
         check_time_budget(training_args)
+        check_number_options(data_args, model_args, training_args)  # nan, inf, negative: one line, now
     except ValueError as error:  # the dataclasses' own checks (__post_init__) and ours
         parser.error(str(error))
     if training_args.learning_rate is None:  # parsed again with the learning rate it implies as the default

@@ -82,17 +82,14 @@ def run(args: argparse.Namespace) -> None:
 
 def _check_outputs(args: argparse.Namespace) -> None:
     """--html and --space must not replace or lie inside MODEL, nor replace an existing file or folder without
-    --overwrite (and then only a folder this project wrote): `files.paths`' rule, before any work."""
-    from vanilla_transformer.files.errors import OutputError
+    --overwrite (and then only a folder this project wrote): `files.paths`' rule, before any work (an
+    `OutputError`, one line, exit status 1)."""
     from vanilla_transformer.files.paths import check_output_file, check_output_folder
 
-    try:
-        if args.html:
-            check_output_file(args.html, inputs=_local(args.model), what="--html", overwrite=args.overwrite)
-        if args.space:
-            check_output_folder(args.space, overwrite=args.overwrite, inputs=_local(args.model))
-    except OutputError as error:
-        raise UsageError(str(error)) from None
+    if args.html:
+        check_output_file(args.html, inputs=_local(args.model), what="--html", overwrite=args.overwrite)
+    if args.space:
+        check_output_folder(args.space, overwrite=args.overwrite, inputs=_local(args.model))
 
 
 def _write_space(explore, args: argparse.Namespace) -> str:
@@ -102,19 +99,12 @@ def _write_space(explore, args: argparse.Namespace) -> str:
 
     with staged_folder(args.space, overwrite=args.overwrite, inputs=_local(args.model)) as folder:
         explore.write_space(args.model, folder, model_id=args.model_id)
-        os.chmod(folder, 0o777 & ~_umask())  # write_space builds its folder with tempfile.mkdtemp, which makes 0700
     return args.space
 
 
 def _local(model: str) -> list[str]:
     """MODEL as an input path when it is a local file or folder (not a Hub id)."""
     return [model] if os.path.exists(model) else []
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def load_model_and_tokenizer(path: str, device: str | None):

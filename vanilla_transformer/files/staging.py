@@ -95,6 +95,32 @@ def _exchange(a: str, b: str) -> bool:
     raise OSError(code, os.strerror(code), a, None, b)
 
 
+def current_umask() -> int:
+    """The process's umask (read from /proc where it can be: setting it to read it races with other threads)."""
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def apply_umask(folder) -> None:
+    """Give the folder and everything we wrote under it the permissions `open` and `os.mkdir` give under the user's
+    umask (0666 / 0777 less it): safetensors writes its files 0600 and `tempfile` makes 0700 folders, which would
+    hide a saved model from the user's group where every other file of the folder is readable."""
+    mask = current_umask()
+    for root, folders, names in os.walk(os.fspath(folder)):
+        os.chmod(root, 0o777 & ~mask)
+        for name in names:
+            path = os.path.join(root, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                executable = os.stat(path).st_mode & 0o111
+                os.chmod(path, (0o777 if executable else 0o666) & ~mask)
+
+
 def install_folder(staging, target) -> None:
     """Put the finished folder `staging` at `target` (same file system), its manifest written last. A missing or
     empty `target` is replaced by one rename. An existing one is swapped with the new folder in one atomic step where
@@ -102,6 +128,7 @@ def install_folder(staging, target) -> None:
     the run dies before the new folder is in place), and removed only once the new folder is in place."""
     staging, target = os.fspath(staging), os.fspath(target)
     write_manifest(staging)
+    apply_umask(staging)
     fsync_tree(staging)  # the new files are on disk before the rename makes them the target (power loss)
     try:
         os.rename(staging, target)  # atomic; replaces a missing target or an empty folder
@@ -201,6 +228,7 @@ def commit_files(staging, folder) -> None:
     removed."""
     staging, folder = os.fspath(staging), os.fspath(folder)
     names = sorted(os.listdir(staging))
+    apply_umask(staging)
     for name in names:
         path = os.path.join(staging, name)
         if os.path.isfile(path):
@@ -253,5 +281,6 @@ def fsync_folder(folder) -> None:
             os.close(fd)
 
 
-__all__ = ["WEIGHT_FILES", "clean_stale_staging", "commit_files", "fsync_folder", "fsync_tree", "has_model",
-           "install_folder", "is_weight_file", "staged_file", "staged_folder", "staging_name"]
+__all__ = ["WEIGHT_FILES", "apply_umask", "clean_stale_staging", "commit_files", "current_umask", "fsync_folder",
+           "fsync_tree", "has_model", "install_folder", "is_weight_file", "staged_file", "staged_folder",
+           "staging_name"]

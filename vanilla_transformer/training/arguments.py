@@ -232,9 +232,12 @@ def parse_arguments(argv: list[str] | None = None):
     try:
         data_args, model_args, training_args = parser.parse_args_into_dataclasses(args=argv)
         check_time_budget(training_args)
-        check_number_options(data_args, model_args, training_args)  # nan, inf, negative: one line, now
     except ValueError as error:  # the dataclasses' own checks (__post_init__) and ours
         parser.error(str(error))
+    try:
+        check_number_options(data_args, model_args, training_args)  # nan, inf, negative: before any work
+    except ValueError as error:  # one line, as vanilla_transformer.training.train reports its other problems
+        sys.exit(f"error: {error}")
     if training_args.learning_rate is None:  # parsed again with the learning rate it implies as the default
         try:
             learning_rate = settle_learning_rate(model_args, training_args, preset)

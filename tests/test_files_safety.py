@@ -55,7 +55,7 @@ def tiny(**options) -> list[str]:
 
 
 def tree_digest(folder) -> dict[str, str]:
-    """{relative path: sha256} of every file under `folder` (hidden lock files aside)."""
+    """{relative path: sha256} of every file under `folder` (hidden ones too: manifests, locks, staging)."""
     digest = {}
     for root, _, names in os.walk(folder):
         for name in names:
@@ -146,12 +146,12 @@ def finished(tmp_path_factory):
 # Case 5: kill -9 at every point of a checkpoint save and of the final save; a full disk
 
 
-# The 18 file-system events of saving checkpoint-4 (measured on transformers 5.24): 1 makedirs of the staging folder,
-# 4-9 the remote-code files and config.json (the weights follow), 11 generation_config.json, 13 tokenizer files,
-# 15-16 trainer_state.json (after the optimizer, scheduler and RNG states), 17 the rename into place, 18 the staging
-# folder's removal. Kill points: before the first write, after the weights, after the optimizer state, before and
-# after the rename.
-CHECKPOINT_KILL_POINTS = (1, 4, 11, 15, 17, 18)
+# The 22 file-system events of saving checkpoint-4 (measured on transformers 5.24): 1-3 makedirs of the staging
+# folder, 4-11 the remote-code files and config.json (the weights follow), 13 generation_config.json, 15 tokenizer
+# files, 17-18 trainer_state.json (after the optimizer, scheduler and RNG states), 19-20 the manifest, 21 the rename
+# into place, 22 the staging folder's removal. Kill points: before the first write, after the weights, after the
+# optimizer state, while the manifest is written, before and after the rename.
+CHECKPOINT_KILL_POINTS = (1, 4, 11, 15, 19, 21, 22)
 
 
 @pytest.mark.parametrize("kill_at", CHECKPOINT_KILL_POINTS)
@@ -170,9 +170,10 @@ def test_kill_during_a_checkpoint_save_leaves_whole_checkpoints_and_resume_ends_
     assert assert_whole_checkpoints(out) == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
 
 
-# The 33 events of the final save: 3 test_predictions.txt, 11 config.json, 16 trainer_state.json, 20-32 files moved
-# into --output_dir, 32 the weights (the commit), 33 the staging folder's removal.
-FINAL_KILL_POINTS = (3, 16, 20, 28, 32, 33)
+# The 36 events of the final save: 3 test_predictions.txt, 13 config.json, 18 trainer_state.json, 22-35 files moved
+# into --output_dir (the manifest there accepts each file old or new meanwhile), 35 the weights (the commit), 36 the
+# staging folder's removal.
+FINAL_KILL_POINTS = (3, 18, 22, 30, 35, 36)
 
 
 @pytest.mark.parametrize("kill_at", FINAL_KILL_POINTS)

@@ -84,7 +84,8 @@ def write_manifest(folder, entries: dict[str, str] | None = None) -> None:
 
 
 def read_manifest(folder) -> dict[str, str] | None:
-    """{relative path: hash} of the manifest in `folder`, or None when it has none (or one that is not ours)."""
+    """{relative path: hash} of the manifest in `folder`, or None when it has none (or one that is not ours). A hash
+    may be several, separated by spaces, while a commit is moving new files over old ones (`record_pending`)."""
     try:
         with open(os.path.join(os.fspath(folder), MANIFEST_NAME), encoding="utf-8") as f:
             data = json.load(f)
@@ -108,6 +109,20 @@ def record_entries(folder, relative_paths) -> None:
                 entries[relative.rstrip("/") + "/"] = "folder"
         elif os.path.lexists(path):
             entries[relative] = _entry_hash(path)
+    write_manifest(folder, entries)
+
+
+def record_pending(folder, staging, names) -> None:
+    """Before the files `names` of `staging` are moved into `folder` one by one: let the manifest of `folder` accept
+    each of them with its old hash or its new one, so that a kill in the middle of the moves leaves every file
+    ours. `record_entries` afterwards keeps the new hashes only."""
+    folder, staging = os.fspath(folder), os.fspath(staging)
+    entries = read_manifest(folder) or {}
+    for name in names:
+        path = os.path.join(staging, name)
+        if os.path.isfile(path) or os.path.islink(path):
+            hashes = {*entries.get(name, "").split(" "), _entry_hash(path)} - {""}
+            entries[name] = " ".join(sorted(hashes))
     write_manifest(folder, entries)
 
 
@@ -166,7 +181,7 @@ def _is_ours(relative: str, path: str, manifests: dict) -> bool:
         manifest = manifests.get(base)
         key = os.path.relpath(relative, base) if base else relative
         if manifest is not None and key in manifest:
-            return manifest[key] == _entry_hash(path)
+            return _entry_hash(path) in manifest[key].split(" ")
     return False
 
 
@@ -247,4 +262,4 @@ def remove_ours(folder, entries=None, *, overwrite_flag: str = "--overwrite") ->
 
 
 __all__ = ["HELD_BY", "LOCK_NAME", "MANIFEST_NAME", "check_replaceable", "describe", "foreign_entries", "has_manifest",
-           "manifest_entries", "read_manifest", "record_entries", "remove_ours", "write_manifest"]
+           "manifest_entries", "read_manifest", "record_entries", "record_pending", "remove_ours", "write_manifest"]

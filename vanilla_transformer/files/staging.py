@@ -21,7 +21,7 @@ import os
 import shutil
 import sys
 
-from vanilla_transformer.files.manifest import HELD_BY, record_entries, write_manifest
+from vanilla_transformer.files.manifest import HELD_BY, record_entries, record_pending, write_manifest
 from vanilla_transformer.files.paths import check_output_file, check_output_folder
 from vanilla_transformer.files.write_errors import writing_errors
 
@@ -223,9 +223,9 @@ def is_weight_file(name: str) -> bool:
 def commit_files(staging, folder) -> None:
     """Move the files of the finished folder `staging` into `folder` (same file system) so that a kill at any point
     leaves either the old model or the new one loadable, never a mix: first the old weight files are removed (the
-    user asked to replace the model), then every other file is moved in, then the new weights, index files last;
-    then the manifest of `folder` records them. Each file is flushed to disk before it is moved. `staging` is
-    removed."""
+    user asked to replace the model), then every other file is moved in, then the new weights, index files last.
+    Meanwhile the manifest of `folder` accepts each file old or new; then it records the new ones. Each file is
+    flushed to disk before it is moved. `staging` is removed."""
     staging, folder = os.fspath(staging), os.fspath(folder)
     names = sorted(os.listdir(staging))
     apply_umask(staging)
@@ -233,6 +233,7 @@ def commit_files(staging, folder) -> None:
         path = os.path.join(staging, name)
         if os.path.isfile(path):
             _fsync_file(path)
+    record_pending(folder, staging, names)  # old or new, each file stays ours while they are moved
     for name in os.listdir(folder):  # un-commit the old model: its weights go first
         path = os.path.join(folder, name)
         if is_weight_file(name) and os.path.isfile(path):

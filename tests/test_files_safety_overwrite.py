@@ -213,6 +213,36 @@ def test_a_full_tmpfs_and_a_read_only_one_are_one_line_naming_the_output(command
 
 
 @pytest.mark.parametrize("command", COMMANDS)
+def test_a_name_too_long_for_the_file_system_is_one_line_before_any_work(command, inputs, tmp_path, capsys):
+    out = tmp_path / ("n" * 250)  # a legal name, but no room for `.NAME.staging-PID` beside it
+    code, _, err = run(command, argv_of(command, inputs, out), capsys)
+    line = one_line(code, err)
+    assert code == REFUSED_STATUS.get(command, 1) and "cannot be written: the name nnnn" in line, line
+    assert "250 bytes long" in line and os.listdir(tmp_path) == [], line
+
+
+@pytest.mark.parametrize("command", ["export-marian", "explore-html", "average"])
+def test_a_permission_error_while_writing_is_one_line_naming_the_output(command, inputs, tmp_path, monkeypatch,
+                                                                       capsys):
+    import builtins
+
+    real_open = builtins.open
+
+    def refusing_open(file, mode="r", *args, **kwargs):  # what a folder of another user answers (root is never refused)
+        if ".staging-" in os.fspath(file) and mode[:1] in "wax":
+            raise PermissionError(13, "Permission denied", os.fspath(file))
+        return real_open(file, mode, *args, **kwargs)
+
+    out = tmp_path / ("out.html" if command in FILE_OUTPUTS else "out")
+    monkeypatch.setattr(builtins, "open", refusing_open)
+    code, _, err = run(command, argv_of(command, inputs, out), capsys)
+    monkeypatch.undo()
+    line = one_line(code, err)
+    assert code == REFUSED_STATUS.get(command, 1) and f"Cannot write to {out}: Permission denied." in line, line
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("command", COMMANDS)
 def test_a_kill_in_the_middle_leaves_the_old_output_and_the_next_run_clears_the_staging(command, inputs, tmp_path,
                                                                                        capsys):
     out = tmp_path / ("out.txt" if command in FILE_OUTPUTS else "out")

@@ -40,13 +40,34 @@ def _check_against_inputs(shown: str, real: str, inputs) -> None:
                               "choose another output.")
 
 
+# what the hidden staging name `.NAME.staging-PID` adds to NAME (a process id has at most 7 digits on Linux)
+STAGING_NAME_EXTRA = len("..staging-") + 7
+
+
+def _check_name_lengths(shown: str, existing: str, names: list[str]) -> None:
+    """Each of `names`, to be made in the existing folder `existing`, fits its file system with room for the staging
+    name beside it."""
+    try:
+        name_max = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    for name in names:
+        if len(os.fsencode(name)) + STAGING_NAME_EXTRA > name_max:
+            raise OutputError(f"{shown} cannot be written: the name {name[:24]}... is {len(os.fsencode(name))} bytes "
+                              f"long, and an output here takes at most {name_max - STAGING_NAME_EXTRA} (room for "
+                              "its staging name).")
+
+
 def _check_writable_place(shown: str, real: str) -> str:
-    """The nearest existing folder at or above `real`, which must be a writable folder."""
+    """The nearest existing folder at or above `real`, which must be a writable folder; every name to be made below
+    it must fit the file system."""
     existing = real
     while not os.path.lexists(existing):
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
         raise OutputError(f"{shown} cannot be created: {existing} is a file, not a folder.")
+    if real != existing:
+        _check_name_lengths(shown, existing, os.path.relpath(real, existing).split(os.sep))
     if not os.access(existing, os.W_OK | os.X_OK):
         raise OutputError(f"{shown} cannot be written: {existing} is read-only or not writable by this user.")
     return existing
@@ -101,6 +122,7 @@ def check_output_file(path, *, inputs=(), what: str = "--output", overwrite: boo
                           "not exist.")
     if not os.path.isdir(parent):
         raise OutputError(f"{shown} cannot be written: {parent} is a file, not a folder.")
+    _check_name_lengths(shown, parent, [os.path.basename(real)])
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(f"{shown} cannot be written: {parent} is read-only or not writable by this user.")
     if os.path.lexists(real) and not overwrite:

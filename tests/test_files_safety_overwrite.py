@@ -2,8 +2,8 @@
 above one, not an existing file or folder unless `--overwrite`), `--overwrite` replaces only what this project wrote
 there (the folder's manifest says what), and every write failure is one line naming the user's path.
 
-Fault injection for each writing command (translate --output, explore --html / --space, export ctranslate2 /
-marian, convert, average_checkpoints; training has its own below): the output is an input, a file inside an input
+Fault injection for each writing command (translate --output, plot --out, explore --html / --space, export
+ctranslate2 / marian, convert, average_checkpoints; training has its own below): the output is an input, a file inside an input
 folder, an input's parent, a folder of foreign files (with and without --overwrite), a folder an earlier run wrote
 plus a foreign file; a full disk (RLIMIT_FSIZE in a forked copy, and a real full tmpfs), a read-only file system
 (a tmpfs remounted read-only), a SIGKILL in the middle of the write (`test_files_safety.run_forked`). The oracles:
@@ -47,6 +47,7 @@ def argv_of(command: str, inputs: dict, out) -> list[str]:
     model, out = str(inputs["model"]), str(out)
     return {
         "translate": ["translate", "--model", model, "--output", out, "seven", "twelve"],
+        "plot": ["plot", "attention", "--model", model, "--text", "seven", "--dpi", "20", "--out", out],
         "explore-html": ["explore", model, "--html", out, "--text", "seven"],
         "explore-space": ["explore", model, "--space", out],
         "export-ctranslate2": ["export", "ctranslate2", model, out],
@@ -56,9 +57,13 @@ def argv_of(command: str, inputs: dict, out) -> list[str]:
     }[command]
 
 
-FILE_OUTPUTS = ("translate", "explore-html")
-COMMANDS = ("translate", "explore-html", "explore-space", "export-ctranslate2", "export-marian", "convert", "average")
+FILE_OUTPUTS = ("translate", "explore-html", "plot")
+COMMANDS = ("translate", "plot", "explore-html", "explore-space", "export-ctranslate2", "export-marian", "convert", "average")
 REFUSED_STATUS = {"translate": 2, "average": 2}  # a usage error of their parsers; the others: a ValueError, 1
+
+
+def output_name(command: str) -> str:
+    return "out.png" if command == "plot" else "out.txt" if command in FILE_OUTPUTS else "out"
 
 
 def source_of(command: str, inputs: dict):
@@ -112,7 +117,7 @@ def test_an_output_that_is_inside_or_above_an_input_is_refused_and_nothing_chang
 @pytest.mark.parametrize("command", COMMANDS)
 def test_foreign_files_are_never_replaced_without_overwrite_and_by_folder_commands_never(command, inputs, tmp_path,
                                                                                         capsys):
-    out = tmp_path / ("out.txt" if command in FILE_OUTPUTS else "out")
+    out = tmp_path / output_name(command)
     if command in FILE_OUTPUTS:
         out.write_text("the user's own file\n")
     else:
@@ -128,8 +133,8 @@ def test_foreign_files_are_never_replaced_without_overwrite_and_by_folder_comman
     assert digests(tmp_path, *inputs.values()) == before
     code, _, err = run(command, argv_of(command, inputs, out), capsys, overwrite=True)
     if command in FILE_OUTPUTS:  # the user named this one file and asked to replace it
-        assert code == 0 and out.read_text() != "the user's own file\n", err
-        assert sorted(os.listdir(tmp_path)) == ["out.txt"]
+        assert code == 0 and out.read_bytes() != b"the user's own file\n", err
+        assert sorted(os.listdir(tmp_path)) == [out.name]
         return
     line = one_line(code, err)
     assert code == REFUSED_STATUS.get(command, 1) and f"{out} has no {MANIFEST_NAME}" in line, line
@@ -177,7 +182,7 @@ def _on_fd2(function, *args):
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_full_disk_is_one_line_naming_the_output_and_the_earlier_output_stays(command, inputs, tmp_path, capsys):
-    out = tmp_path / ("out.txt" if command in FILE_OUTPUTS else "out")
+    out = tmp_path / output_name(command)
     argv = argv_of(command, inputs, out)
     code, _, err = run(command, argv, capsys)
     assert code == 0, err
@@ -245,7 +250,7 @@ def test_a_permission_error_while_writing_is_one_line_naming_the_output(command,
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_kill_in_the_middle_leaves_the_old_output_and_the_next_run_clears_the_staging(command, inputs, tmp_path,
                                                                                        capsys):
-    out = tmp_path / ("out.txt" if command in FILE_OUTPUTS else "out")
+    out = tmp_path / output_name(command)
     argv = [*argv_of(command, inputs, out), "--overwrite"]
     code, _, err = run(command, argv, capsys)
     assert code == 0, err
@@ -267,7 +272,7 @@ def test_a_kill_in_the_middle_leaves_the_old_output_and_the_next_run_clears_the_
 @pytest.mark.parametrize("umask", [0o022, 0o027])
 @pytest.mark.parametrize("command", ["explore-space", "export-marian", "translate"])
 def test_what_is_written_gets_the_permissions_of_the_umask(command, umask, inputs, tmp_path, capsys):
-    out = tmp_path / ("out.txt" if command in FILE_OUTPUTS else "out")
+    out = tmp_path / output_name(command)
     previous = os.umask(umask)
     try:
         code, _, err = run(command, argv_of(command, inputs, out), capsys)

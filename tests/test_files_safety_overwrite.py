@@ -401,3 +401,20 @@ def test_the_options_of_a_run_are_checked_before_anything_is_written(tmp_path, c
     code, _, err = train(["--output_dir", str(tmp_path / "run"), *tiny(max_steps=2, max_train_minutes="nan")], capsys)
     assert code == 1 and one_line(code, err) == "error: --max_train_minutes must be a finite number, got nan", err
     assert not (tmp_path / "run").exists()
+
+
+def test_what_a_killed_run_made_stays_ours_and_a_finished_run_records_its_logs(tmp_path, capsys):
+    pytest.importorskip("tensorboard")
+    out = tmp_path / "run"
+    argv = ["--output_dir", str(out), *tiny(max_steps=2, save_steps=2, report_to="tensorboard")]
+    code, stderr = run_forked(lambda: train_main(argv), kill_at=1, watch="checkpoint-2")
+    assert code == -signal.SIGKILL, stderr
+    assert (out / "runs").is_dir() and read_manifest(out) is None  # TensorBoard's logs, recorded by no manifest
+    (tmp_path / "notes.txt").write_text("beside the run, not in it")
+    code, _, err = train([*argv, "--overwrite_output_dir", "true"], capsys)  # the killed run's lock says: its logs
+    assert code == 0, err
+    assert not foreign_entries(out) and any(key.startswith("runs/") for key in read_manifest(out))
+    (out / "runs" / "mine.txt").write_text("added by the user")
+    code, _, err = train([*argv, "--overwrite_output_dir", "true"], capsys)
+    line = one_line(code, err)
+    assert code == 1 and "runs/mine.txt" in line, line

@@ -26,6 +26,7 @@ from vanilla_transformer.files.manifest import (
     foreign_entries,
     read_manifest,
     record_entries,
+    run_entries,
 )
 from vanilla_transformer.files.write_errors import writing_errors
 
@@ -65,10 +66,10 @@ class RunLock:
                 self.message = (f"Took over the lock of {self.folder} from {_holder(previous)}, which is no longer "
                                 "running (killed?).")
                 print(self.message, file=sys.stderr)
-            # what is there now and not ours (a killed run's own entries count as ours, as the old lock says)
-            foreign_tops = {entry.split(os.sep)[0].rstrip("/") for entry in foreign_entries(self.folder)}
-            self.found = sorted(name for name in os.listdir(self.folder)
-                                if name != LOCK_NAME and (name in foreign_tops or _listed(self.folder, name)))
+            # what is there before this run; what a killed run made there (its lock says) counts as this run's
+            before_killed_run = run_entries(self.folder)
+            self.found = sorted(name for name in os.listdir(self.folder) if name != LOCK_NAME and (
+                before_killed_run is None or name in before_killed_run))
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
             record = {"process": os.getpid(), "host": socket.gethostname(), "found": self.found}
@@ -113,12 +114,6 @@ def check_run_folder(folder, *, resuming: bool, what: str = "--output_dir",
     raise OutputError(f"{what} {os.fspath(folder)} holds files this project did not write (or that changed since): "
                       f"{describe(foreign)}; a run writes its model there, and {overwrite_flag} removes only what "
                       f"this project wrote: move them away, or choose another {what}.")
-
-
-def _listed(folder: str, name: str) -> bool:
-    """Does the manifest of `folder` already list the top-level entry `name`?"""
-    manifest = read_manifest(folder) or {}
-    return any(key.split(os.sep)[0].rstrip("/") == name for key in manifest)
 
 
 def _holder(text: str) -> str:

@@ -126,11 +126,11 @@ def record_pending(folder, staging, names) -> None:
     write_manifest(folder, entries)
 
 
-def _run_entries(folder: str) -> set[str] | None:
+def run_entries(folder) -> set[str] | None:
     """The top-level entries that the run holding (or, killed, last holding) the lock of `folder` found there when
     it started; everything else at the top was made by that run. None without a lock file of ours."""
     try:
-        with open(os.path.join(folder, LOCK_NAME), encoding="utf-8") as f:
+        with open(os.path.join(os.fspath(folder), LOCK_NAME), encoding="utf-8") as f:
             data = json.load(f)
         return set(data["found"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -145,7 +145,7 @@ def foreign_entries(folder, *, top_files_only: bool = False) -> list[str]:
     if not os.path.isdir(folder):
         return []
     manifests = {"": read_manifest(folder)}  # relative folder -> its manifest (None: it has none)
-    made_by_run = _run_entries(folder)
+    made_by_run = run_entries(folder)
     foreign, ours_in = [], set()  # ours_in: folders holding something of ours
     for relative, path, is_folder in _walk(folder):
         top = relative.split(os.sep)[0]
@@ -262,4 +262,5 @@ def remove_ours(folder, entries=None, *, overwrite_flag: str = "--overwrite") ->
 
 
 __all__ = ["HELD_BY", "LOCK_NAME", "MANIFEST_NAME", "check_replaceable", "describe", "foreign_entries", "has_manifest",
-           "manifest_entries", "read_manifest", "record_entries", "record_pending", "remove_ours", "write_manifest"]
+           "manifest_entries", "read_manifest", "record_entries", "record_pending", "remove_ours", "run_entries",
+           "write_manifest"]

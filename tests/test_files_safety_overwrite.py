@@ -371,7 +371,7 @@ def test_an_architecture_option_that_disagrees_with_the_resumed_checkpoint_is_on
     before = tree_digest(out)
     for option, value, words in [("d_model", "64", "--d_model 64 disagrees with the checkpoint"),
                                  ("config_overrides", "max_position_embeddings=40",
-                                  "--config_overrides max_position_embeddings= 40 disagrees")]:
+                                  "--config_overrides max_position_embeddings=40 disagrees")]:
         code, _, err = train(["--output_dir", str(out), *tiny(max_steps=4, **{option: value}),
                               "--resume_from_checkpoint", "true"], capsys)
         line = one_line(code, err)

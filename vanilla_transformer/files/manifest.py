@@ -181,7 +181,8 @@ def _is_ours(relative: str, path: str, manifests: dict) -> bool:
         manifest = manifests.get(base)
         key = os.path.relpath(relative, base) if base else relative
         if manifest is not None and key in manifest:
-            return _entry_hash(path) in manifest[key].split(" ")
+            current, listed = _entry_hash(path), manifest[key]
+            return current == listed or current in listed.split(" ")  # one hash, or several during a commit
     return False
 
 

@@ -364,8 +364,9 @@ def check_resume_options(config, overrides: dict, resume: str) -> None:
     for key, value in overrides.items():
         saved = getattr(config, key, None)
         if saved != value:
-            option = OPTION_OF_CONFIG_KEY.get(key, f"--config_overrides {key}=")
-            raise UsageError(f"{option} {value} disagrees with the checkpoint {resume}, which has {key}={saved!r}; "
+            given = (f"{OPTION_OF_CONFIG_KEY[key]} {value}" if key in OPTION_OF_CONFIG_KEY
+                     else f"--config_overrides {key}={value}")
+            raise UsageError(f"{given} disagrees with the checkpoint {resume}, which has {key}={saved!r}; "
                              "a resumed run keeps the checkpoint's architecture: drop the option, or start a new run "
                              "in another --output_dir.")
 

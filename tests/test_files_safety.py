@@ -1,4 +1,4 @@
-"""Nothing a user saved is lost (issue 17): safe output folders, atomic saves, resumable after any kill, text read line
+"""Nothing a user saved is lost: safe output folders, atomic saves, resumable after any kill, text read line
 for line — proven by fault injection.
 
 Kills are real SIGKILLs: a forked copy of this process runs the command and kills itself at the k-th file-system
@@ -143,7 +143,7 @@ def finished(tmp_path_factory):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Case 5: kill -9 at every point of a checkpoint save and of the final save; a full disk
+# kill -9 at every point of a checkpoint save and of the final save; a full disk
 
 
 # The 22 file-system events of saving checkpoint-4 (measured on transformers 5.24): 1-3 makedirs of the staging
@@ -195,7 +195,7 @@ def test_kill_during_the_final_save_leaves_no_model_or_the_whole_model_and_resum
 
 
 def test_resume_skips_an_incomplete_checkpoint_and_says_which(tmp_path, finished, capsys):
-    """A half-written checkpoint (as a kill left them before: weights and optimizer, no trainer_state.json)."""
+    """A half-written checkpoint (weights and optimizer, no trainer_state.json), as a save without staging leaves."""
     out = tmp_path / "run"
     argv = ["--output_dir", str(out), *tiny()]
     code, stderr = run_forked(lambda: train_main(argv), kill_at=1, watch="checkpoint-6")
@@ -225,7 +225,7 @@ def test_a_full_disk_is_one_line_naming_the_folder_and_what_was_there_stays_whol
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Case 1: a finished model in --output_dir is never replaced by a run that fails or was not asked to replace it
+# a finished model in --output_dir is never replaced by a run that fails or was not asked to replace it
 
 
 def test_a_bad_option_into_a_finished_model_folder_writes_nothing(tmp_path, finished, capsys):
@@ -267,7 +267,7 @@ def test_overwrite_deletes_nothing_before_every_option_is_checked(tmp_path, fini
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Cases 6, 7, 8: concurrent runs, resuming a finished run, output folders that cannot be written
+# concurrent runs, resuming a finished run, output folders that cannot be written
 
 
 def test_a_second_concurrent_run_into_the_same_folder_is_refused(tmp_path, capsys):
@@ -321,7 +321,7 @@ def test_an_output_dir_that_cannot_be_written_is_one_line(tmp_path, where, capsy
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Case 4: the training text reader reads lines as `wc -l` counts them
+# the training text reader reads lines as `wc -l` counts them
 
 
 def wc_l(path) -> int:
@@ -403,7 +403,7 @@ def _write_forever(target):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Case 3: average_checkpoints
+# average_checkpoints
 
 
 @pytest.fixture
@@ -490,7 +490,7 @@ def test_kill_during_averaging_leaves_the_old_folder_or_the_new_one(two_checkpoi
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Case 12: transformers' own pipelines refuse what they would answer wrongly for our models
+# transformers' own pipelines refuse what they would answer wrongly for our models
 
 
 def _word_tokenizer():
@@ -650,7 +650,7 @@ def test_a_folder_moved_aside_by_a_killed_run_is_put_back(tmp_path, monkeypatch)
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Cases 8 and 9: `translate --output` checked before any work and written atomically; `translate --input` read by
+# `translate --output` checked before any work and written atomically; `translate --input` read by
 # the one text reader (files and standard input)
 
 
@@ -690,7 +690,7 @@ def test_translate_output_is_refused_before_any_work(model_dir, tmp_path, monkey
     source = tmp_path / "in.txt"
     source.write_text("seventeen\n")
     model_file = os.path.join(model_dir, "tokenizer.json")
-    for output, words in [(tmp_path / "a_folder", "--output {} is a folder"),  # at 1852522: after the work
+    for output, words in [(tmp_path / "a_folder", "--output {} is a folder"),
                           (tmp_path / "a_file" / "out.txt", "is a file, not a folder"),
                           (tmp_path / "no_such_folder" / "out.txt", "does not exist"),
                           (source, "is one of the inputs"),
@@ -754,7 +754,7 @@ def test_translate_input_is_split_on_newlines_only_as_wc_counts(model_dir, tmp_p
     code, _, err = _translate(["--model", model_dir, "--input", source, "--output", out, "--no-progress"], capsys)
     assert code == 0, err
     translations = out.read_text(encoding="utf-8").split("\n")[:-1]
-    assert len(translations) == wc_l(source) == len(lines)  # at 1852522: 7 lines out for 6 in (the lone \r)
+    assert len(translations) == wc_l(source) == len(lines)
     assert translations == one_at_a_time(model_dir, lines)  # line for line, BOM and \r\n endings removed
 
 
@@ -788,7 +788,7 @@ def test_translate_input_that_is_not_utf8_is_one_line_naming_the_file_and_byte(m
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Case 10: folders of the wrong kind are one line saying what they hold and what is needed (translate, export,
+# folders of the wrong kind are one line saying what they hold and what is needed (translate, export,
 # average_checkpoints and plot attention are in test_commands.py and above)
 
 
@@ -815,7 +815,7 @@ def test_the_translation_pipeline_refuses_a_single_stack_folder_in_one_line(sing
     from transformers import AutoModelForSeq2SeqLM, pipeline
 
     folder = single_stack_folders[kind]
-    with pytest.raises(ValueError) as raised:  # at 1852522: "Cannot copy out of meta tensor" after a page of table
+    with pytest.raises(ValueError) as raised:
         pipeline("translation", model=str(folder))
     message = str(raised.value)
     assert "\n" not in message and message.startswith(f"{folder} holds an {kind} model") if kind[0] == "e" else \
@@ -833,7 +833,7 @@ def test_the_translation_pipeline_refuses_a_single_stack_folder_in_one_line(sing
 def test_the_text_pipelines_refuse_an_encoder_decoder_folder_in_one_line(model_dir, task, cls, needs, capfd):
     from transformers import pipeline
 
-    with pytest.raises(ValueError) as raised:  # at 1852522: a model with random weights, served
+    with pytest.raises(ValueError) as raised:
         pipeline(task, model=model_dir)
     assert str(raised.value) == (
         f"{model_dir} holds an encoder-decoder model (VanillaTransformerForConditionalGeneration, in config.json's "

@@ -1,4 +1,4 @@
-"""Nothing a user saved is lost (issue 17), for `vanilla-transformer export ctranslate2` and the folders it writes:
+"""Nothing a user saved is lost, for `vanilla-transformer export ctranslate2` and the folders it writes:
 the export never deletes its input or a folder it did not make, is written through `files.staged_folder` (killed at
 any point or stopped by a full disk, OUT is the old whole export or the new whole one, and the next export leaves no
 hidden staging folder), gets the umask's permissions, and records the SHA-256 of the tokenizer it was exported with;
@@ -74,7 +74,7 @@ def test_export_never_replaces_its_input_or_a_folder_it_did_not_make(checkpoint,
         code, stdout, err = export([source, out, "--overwrite"], capsys)
         line = one_error_line(code, stdout, err)
         assert code == 1 and words in line, line
-        assert tree_digest(parent) == before  # at 1852522, OUT=P deleted P/ckpt and notes.txt
+        assert tree_digest(parent) == before
     # --overwrite replaces only what this project wrote, never a folder of something else
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -102,7 +102,7 @@ def test_an_exported_folder_gets_the_permissions_of_the_umask(checkpoint, tmp_pa
         out = to_ctranslate2(checkpoint, tmp_path / "ct2")
     finally:
         os.umask(previous)
-    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~umask  # 0o700 (tempfile.mkdtemp's) at 1852522
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~umask
     for name in os.listdir(out):
         assert stat.S_IMODE((out / name).stat().st_mode) == 0o666 & ~umask, name
 
@@ -176,7 +176,7 @@ def test_the_export_records_the_tokenizer_and_a_replaced_tokenizer_is_refused(ex
     first, second = sorted(vocab, key=vocab.get)[10:12]
     vocab[first], vocab[second] = vocab[second], vocab[first]
     (swapped / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
-    code, line = translate_line(swapped, capsys)  # at 1852522: garbage translations, exit 0
+    code, line = translate_line(swapped, capsys)
     assert code == 1 and f"{swapped / 'tokenizer.json'} is not the tokenizer {swapped} was exported with" in line
     assert f"sha256 {sha256sum(swapped / 'tokenizer.json')[:12]}" in line and recorded["tokenizer.json"][:12] in line
     with pytest.raises(CheckpointError, match="is not the tokenizer"):

@@ -418,3 +418,12 @@ def test_what_a_killed_run_made_stays_ours_and_a_finished_run_records_its_logs(t
     code, _, err = train([*argv, "--overwrite_output_dir", "true"], capsys)
     line = one_line(code, err)
     assert code == 1 and "runs/mine.txt" in line, line
+
+
+def test_a_runs_checkpoints_and_final_model_get_the_permissions_of_the_umask(earlier_run):
+    mask = os.umask(0o022)
+    os.umask(mask)  # the umask the fixture's run had
+    for root, _, files in os.walk(earlier_run):
+        assert stat.S_IMODE(os.stat(root).st_mode) == 0o777 & ~mask, root
+        for name in files:  # model.safetensors included, which safetensors itself writes 0600
+            assert stat.S_IMODE(os.stat(os.path.join(root, name)).st_mode) == 0o666 & ~mask, (root, name)

@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> None:
         raise UsageError("--html needs at least one --text sentence")
     if args.model_id and not args.space:
         raise UsageError("--model-id is for --space")
+    if args.overwrite and not (args.html or args.space):
+        raise UsageError("--overwrite is for --html or --space (the live app writes nothing)")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from vanilla_transformer.inspect import explorer as explore
 

@@ -218,6 +218,16 @@ def test_a_full_tmpfs_and_a_read_only_one_are_one_line_naming_the_output(command
 
 
 @pytest.mark.parametrize("command", COMMANDS)
+def test_a_read_only_destination_is_one_line_before_any_work(command, inputs, tmpfs, capsys):  # noqa: F811
+    folder = tmpfs("ro,size=64k")
+    out = folder / output_name(command)
+    code, _, err = run(command, argv_of(command, inputs, out), capsys)
+    line = one_line(code, err)
+    assert code == REFUSED_STATUS.get(command, 1), line
+    assert f"{out} cannot be written: {folder} is read-only or not writable by this user" in line, line
+
+
+@pytest.mark.parametrize("command", COMMANDS)
 def test_a_name_too_long_for_the_file_system_is_one_line_before_any_work(command, inputs, tmp_path, capsys):
     out = tmp_path / ("n" * 250)  # a legal name, but no room for `.NAME.staging-PID` beside it
     code, _, err = run(command, argv_of(command, inputs, out), capsys)

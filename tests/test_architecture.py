@@ -45,7 +45,6 @@ LOCAL_IMPORTS_ALLOWED = {
     # which need FastAPI and torch, are imported when asked for (the module's __getattr__)
     "vanilla_transformer.serve": {"vanilla_transformer.serve.app", "vanilla_transformer.serve.engine"},
     # modules being split by job; their imports move with them
-    "vanilla_transformer.files": {"fnmatch", "hashlib"},
     "vanilla_transformer.inspect.explorer": {"importlib", "transformers", "vanilla_transformer.checkpoints.kinds",
                                              "vanilla_transformer.checkpoints.validate",
                                              "vanilla_transformer.modeling_vanilla_transformer"},

@@ -401,8 +401,8 @@ def test_existing_output_folder_is_not_overwritten_by_default(tmp_path):
     (tmp_path / "out" / "notes.txt").write_text("mine")
     with pytest.raises(ConversionError, match="not empty"):
         convert("marian", tmp_path / "source", tmp_path / "out", tokenizer=False)
-    # --overwrite replaces an earlier model folder, never a folder of something else or the source itself
-    with pytest.raises(ConversionError, match="not a model folder"):
+    # --overwrite replaces only what this project wrote, never a folder of something else or the source itself
+    with pytest.raises(ConversionError, match="it holds notes.txt"):
         convert("marian", tmp_path / "source", tmp_path / "out", tokenizer=False, overwrite=True)
     assert (tmp_path / "out" / "notes.txt").read_text() == "mine"
     for inside_or_is_source in (tmp_path / "source", tmp_path / "source" / "out", tmp_path):
@@ -411,10 +411,17 @@ def test_existing_output_folder_is_not_overwritten_by_default(tmp_path):
     assert (tmp_path / "source" / "config.json").is_file() and not (tmp_path / "source" / "out").exists()
     convert("marian", tmp_path / "source", tmp_path / "converted", tokenizer=False)
     first = (tmp_path / "converted" / "model.safetensors").read_bytes()
-    (tmp_path / "converted" / "stale.txt").write_text("from the earlier conversion")
+    (tmp_path / "converted" / "stale.txt").write_text("the user's, added after the conversion")
+    with pytest.raises(ConversionError, match="did not write .*: stale.txt"):
+        convert("marian", tmp_path / "source", tmp_path / "converted", tokenizer=False, overwrite=True)
+    (tmp_path / "converted" / "stale.txt").unlink()
+    (tmp_path / "converted" / "README.md").write_text("an earlier conversion's card")  # ours, but changed since
+    with pytest.raises(ConversionError, match="did not write .*: README.md"):
+        convert("marian", tmp_path / "source", tmp_path / "converted", tokenizer=False, overwrite=True)
+    (tmp_path / "converted" / "README.md").unlink()
     convert("marian", tmp_path / "source", tmp_path / "converted", tokenizer=False, overwrite=True)
     assert (tmp_path / "converted" / "model.safetensors").read_bytes() == first
-    assert not (tmp_path / "converted" / "stale.txt").exists()  # replaced as a whole, not written into
+    assert (tmp_path / "converted" / "README.md").is_file()  # replaced as a whole, not written into
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging folder left behind
     with pytest.raises(ConversionError, match="Unknown checkpoint kind"):
         convert("bart", tmp_path / "source", tmp_path / "other")

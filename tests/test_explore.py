@@ -318,7 +318,7 @@ def test_space_folder_runs_the_explorer_in_a_fresh_interpreter(model_dir, tmp_pa
     assert blocks == "Blocks 32"
     # a second Space into the same folder is refused: nothing a user saved is overwritten
     code, _, err = run_cli(["explore", model_dir, "--space", str(space)], capsys)
-    assert code != 0 and "is not an empty folder" in err
+    assert code != 0 and "already exists and is not empty" in err
 
     hub = tmp_path / "hub-space"
     write_space(model_dir, hub, model_id="someone/tiny-model")

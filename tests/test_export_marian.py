@@ -25,6 +25,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 from helpers import HIDE_PACKAGE, run_main, tiny_model
 from translation_fixtures import GERMAN, tiny_tokenizer
 from vanilla_transformer.cli.main import main as cli_main
+from vanilla_transformer.files import MANIFEST_NAME
 from vanilla_transformer.interop.convert import convert
 from vanilla_transformer.interop.export_ctranslate2 import ExportError
 from vanilla_transformer.interop.export_marian import marian_dimension_order, marian_model, permute_d_model, to_marian
@@ -271,8 +272,8 @@ def assert_computes_ours(exports: dict, summary: dict, computed: dict) -> dict:
 def test_exported_folder_is_a_plain_marian_folder(exports):
     case = exports["demo"]
     folder = case["folder"]
-    assert sorted(os.listdir(folder)) == ["README.md", "config.json", "generation_config.json", "model.safetensors",
-                                          "tokenizer.json", "tokenizer_config.json"]
+    assert sorted(os.listdir(folder)) == [MANIFEST_NAME, "README.md", "config.json", "generation_config.json",
+                                          "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
     config = json.loads((folder / "config.json").read_text())
     assert config["model_type"] == "marian" and config["architectures"] == ["MarianMTModel"]
     assert not {"auto_map", "custom_pipelines"} & set(config)
@@ -454,7 +455,7 @@ def test_folder_refusals_write_nothing_and_overwrite_replaces_only_the_output(tm
     out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    assert_refused(["export", "marian", str(checkpoint), str(out)], capsys, "not an empty folder", "--overwrite")
+    assert_refused(["export", "marian", str(checkpoint), str(out)], capsys, "not empty", "--overwrite")
     assert (out / "keep.txt").read_text() == "mine"
     files = {path.name: path.read_bytes() for path in checkpoint.iterdir()}
     for target in (checkpoint, tmp_path / "work"):  # the input itself, or a folder that contains it
@@ -464,9 +465,14 @@ def test_folder_refusals_write_nothing_and_overwrite_replaces_only_the_output(tm
     assert_refused(["export", "marian", str(tmp_path / "missing"), str(tmp_path / "o2")], capsys, "missing")
     assert not (tmp_path / "o2").exists()
 
-    code, _, err = run_main(cli_main, ["export", "marian", str(checkpoint), str(out), "--overwrite"], capsys)
-    assert code == 0, err
-    assert not (out / "keep.txt").exists() and (out / "model.safetensors").is_file()
+    # --overwrite replaces only what this project wrote: the user's keep.txt stops it, an earlier export does not
+    assert_refused(["export", "marian", str(checkpoint), str(out), "--overwrite"], capsys, "keep.txt", MANIFEST_NAME)
+    assert sorted(os.listdir(out)) == ["keep.txt"]
+    (out / "keep.txt").unlink()
+    for _ in range(2):
+        code, _, err = run_main(cli_main, ["export", "marian", str(checkpoint), str(out), "--overwrite"], capsys)
+        assert code == 0, err
+    assert (out / "model.safetensors").is_file()
     assert sorted(os.listdir(tmp_path)) == ["out", "work"]  # no staging or set-aside folder left behind
     # an exported Marian folder is not ours to export again
     assert_refused(["export", "marian", str(out), str(tmp_path / "o3")], capsys, "marian")

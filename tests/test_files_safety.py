@@ -25,6 +25,7 @@ from test_cli_translate import SENTENCES, one_at_a_time, save_tiny_translator
 
 from helpers import run_main
 from vanilla_transformer.files import (
+    MANIFEST_NAME,
     OutputError,
     RunLock,
     TextFileError,
@@ -54,7 +55,7 @@ def tiny(**options) -> list[str]:
 
 
 def tree_digest(folder) -> dict[str, str]:
-    """{relative path: sha256} of every file under `folder` (hidden lock files aside)."""
+    """{relative path: sha256} of every file under `folder` (hidden ones too: manifests, locks, staging)."""
     digest = {}
     for root, _, names in os.walk(folder):
         for name in names:
@@ -142,15 +143,15 @@ def finished(tmp_path_factory):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Case 5: kill -9 at every point of a checkpoint save and of the final save; a full disk
+# kill -9 at every point of a checkpoint save and of the final save; a full disk
 
 
-# The 18 file-system events of saving checkpoint-4 (measured on transformers 5.24): 1 makedirs of the staging folder,
-# 4-9 the remote-code files and config.json (the weights follow), 11 generation_config.json, 13 tokenizer files,
-# 15-16 trainer_state.json (after the optimizer, scheduler and RNG states), 17 the rename into place, 18 the staging
-# folder's removal. Kill points: before the first write, after the weights, after the optimizer state, before and
-# after the rename.
-CHECKPOINT_KILL_POINTS = (1, 4, 11, 15, 17, 18)
+# The 22 file-system events of saving checkpoint-4 (measured on transformers 5.24): 1-3 makedirs of the staging
+# folder, 4-11 the remote-code files and config.json (the weights follow), 13 generation_config.json, 15 tokenizer
+# files, 17-18 trainer_state.json (after the optimizer, scheduler and RNG states), 19-20 the manifest, 21 the rename
+# into place, 22 the staging folder's removal. Kill points: before the first write, after the weights, after the
+# optimizer state, while the manifest is written, before and after the rename.
+CHECKPOINT_KILL_POINTS = (1, 4, 11, 15, 19, 21, 22)
 
 
 @pytest.mark.parametrize("kill_at", CHECKPOINT_KILL_POINTS)
@@ -169,9 +170,10 @@ def test_kill_during_a_checkpoint_save_leaves_whole_checkpoints_and_resume_ends_
     assert assert_whole_checkpoints(out) == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
 
 
-# The 33 events of the final save: 3 test_predictions.txt, 11 config.json, 16 trainer_state.json, 20-32 files moved
-# into --output_dir, 32 the weights (the commit), 33 the staging folder's removal.
-FINAL_KILL_POINTS = (3, 16, 20, 28, 32, 33)
+# The 36 events of the final save: 3 test_predictions.txt, 13 config.json, 18 trainer_state.json, 22-35 files moved
+# into --output_dir (the manifest there accepts each file old or new meanwhile), 35 the weights (the commit), 36 the
+# staging folder's removal.
+FINAL_KILL_POINTS = (3, 18, 22, 30, 35, 36)
 
 
 @pytest.mark.parametrize("kill_at", FINAL_KILL_POINTS)
@@ -223,7 +225,7 @@ def test_a_full_disk_is_one_line_naming_the_folder_and_what_was_there_stays_whol
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Case 1: a finished model in --output_dir is never replaced by a run that fails or was not asked to replace it
+# a finished model in --output_dir is never replaced by a run that fails or was not asked to replace it
 
 
 def test_a_bad_option_into_a_finished_model_folder_writes_nothing(tmp_path, finished, capsys):
@@ -265,7 +267,7 @@ def test_overwrite_deletes_nothing_before_every_option_is_checked(tmp_path, fini
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Cases 6, 7, 8: concurrent runs, resuming a finished run, output folders that cannot be written
+# concurrent runs, resuming a finished run, output folders that cannot be written
 
 
 def test_a_second_concurrent_run_into_the_same_folder_is_refused(tmp_path, capsys):
@@ -319,7 +321,7 @@ def test_an_output_dir_that_cannot_be_written_is_one_line(tmp_path, where, capsy
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Case 4: the training text reader reads lines as `wc -l` counts them
+# the training text reader reads lines as `wc -l` counts them
 
 
 def wc_l(path) -> int:
@@ -376,20 +378,21 @@ def test_staged_folder_refuses_inputs_files_and_existing_folders(tmp_path):
 
 def test_staged_folder_keeps_the_old_folder_until_the_new_one_is_whole(tmp_path):
     target = tmp_path / "out"
-    target.mkdir()
-    (target / "old.txt").write_text("old")
+    with staged_folder(target) as folder:
+        pathlib.Path(folder, "old.txt").write_text("old")
+    old = tree_digest(target)
+    assert old["old.txt"] == hashlib.sha256(b"old").hexdigest() and sorted(old) == [MANIFEST_NAME, "old.txt"]
     with pytest.raises(RuntimeError), staged_folder(target, overwrite=True) as folder:
         pathlib.Path(folder, "new.txt").write_text("half")
         raise RuntimeError("killed mid-write")
-    assert sorted(os.listdir(tmp_path)) == ["out"] and tree_digest(target) == {
-        "old.txt": hashlib.sha256(b"old").hexdigest()}
+    assert sorted(os.listdir(tmp_path)) == ["out"] and tree_digest(target) == old
     # a killed writer's staging folder is cleaned up by the next one
     code, _ = run_forked(lambda: _write_forever(target), kill_at=3, watch=".out.staging")  # after the first file
     assert code == -signal.SIGKILL and [n for n in os.listdir(tmp_path) if ".staging-" in n]
     assert (target / "old.txt").read_text() == "old"
     with staged_folder(target, overwrite=True) as folder:
         pathlib.Path(folder, "new.txt").write_text("new")
-    assert sorted(os.listdir(tmp_path)) == ["out"] and os.listdir(target) == ["new.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["out"] and sorted(os.listdir(target)) == [MANIFEST_NAME, "new.txt"]
 
 
 def _write_forever(target):
@@ -400,7 +403,7 @@ def _write_forever(target):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Case 3: average_checkpoints
+# average_checkpoints
 
 
 @pytest.fixture
@@ -487,7 +490,7 @@ def test_kill_during_averaging_leaves_the_old_folder_or_the_new_one(two_checkpoi
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Case 12: transformers' own pipelines refuse what they would answer wrongly for our models
+# transformers' own pipelines refuse what they would answer wrongly for our models
 
 
 def _word_tokenizer():
@@ -623,16 +626,16 @@ def _dead_pid() -> int:
 
 
 def test_a_folder_moved_aside_by_a_killed_run_is_put_back(tmp_path, monkeypatch):
-    import vanilla_transformer.files as files
+    import vanilla_transformer.files.staging as files
 
     # without an atomic swap (other systems), the old folder is moved aside, the new one renamed in, the old removed
     target = tmp_path / "out"
-    target.mkdir()
-    (target / "old.txt").write_text("old")
+    with staged_folder(target) as folder:
+        pathlib.Path(folder, "old.txt").write_text("old")
     monkeypatch.setattr(files, "_exchange", lambda a, b: False)
     with staged_folder(target, overwrite=True) as folder:
         pathlib.Path(folder, "new.txt").write_text("new")
-    assert os.listdir(tmp_path) == ["out"] and os.listdir(target) == ["new.txt"]
+    assert os.listdir(tmp_path) == ["out"] and sorted(os.listdir(target)) == [MANIFEST_NAME, "new.txt"]
     # a run killed between moving the old folder aside and renaming the new one in: the next writer puts it back
     pid = _dead_pid()
     os.rename(target, tmp_path / f".out.old-{pid}")
@@ -647,7 +650,7 @@ def test_a_folder_moved_aside_by_a_killed_run_is_put_back(tmp_path, monkeypatch)
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Cases 8 and 9: `translate --output` checked before any work and written atomically; `translate --input` read by
+# `translate --output` checked before any work and written atomically; `translate --input` read by
 # the one text reader (files and standard input)
 
 
@@ -687,7 +690,7 @@ def test_translate_output_is_refused_before_any_work(model_dir, tmp_path, monkey
     source = tmp_path / "in.txt"
     source.write_text("seventeen\n")
     model_file = os.path.join(model_dir, "tokenizer.json")
-    for output, words in [(tmp_path / "a_folder", "--output {} is a folder"),  # unchecked: found only after the work
+    for output, words in [(tmp_path / "a_folder", "--output {} is a folder"),
                           (tmp_path / "a_file" / "out.txt", "is a file, not a folder"),
                           (tmp_path / "no_such_folder" / "out.txt", "does not exist"),
                           (source, "is one of the inputs"),
@@ -707,7 +710,7 @@ def test_translate_output_is_written_atomically(model_dir, tmp_path, capsys):
 
     out = tmp_path / "out.txt"
     out.write_text("the translations of yesterday\n")
-    argv = ["translate", "--model", model_dir, "--output", str(out), "--no-progress", *SENTENCES[:4]]
+    argv = ["translate", "--model", model_dir, "--output", str(out), "--overwrite", "--no-progress", *SENTENCES[:4]]
     # killed with the new file written beside the old one, before the rename (the 2nd event: open, rename): the old
     # file stays whole, and the staging file is removed by the next run
     code, stderr = run_forked(lambda: cli_main(argv), kill_at=2, watch=".out.txt.staging-")
@@ -751,7 +754,7 @@ def test_translate_input_is_split_on_newlines_only_as_wc_counts(model_dir, tmp_p
     code, _, err = _translate(["--model", model_dir, "--input", source, "--output", out, "--no-progress"], capsys)
     assert code == 0, err
     translations = out.read_text(encoding="utf-8").split("\n")[:-1]
-    assert len(translations) == wc_l(source) == len(lines)  # split by str.splitlines: 7 lines out for 6 in (the lone \r)
+    assert len(translations) == wc_l(source) == len(lines)
     assert translations == one_at_a_time(model_dir, lines)  # line for line, BOM and \r\n endings removed
 
 
@@ -785,7 +788,7 @@ def test_translate_input_that_is_not_utf8_is_one_line_naming_the_file_and_byte(m
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Case 10: folders of the wrong kind are one line saying what they hold and what is needed (translate, export,
+# folders of the wrong kind are one line saying what they hold and what is needed (translate, export,
 # average_checkpoints and plot attention are in test_commands.py and above)
 
 
@@ -812,7 +815,7 @@ def test_the_translation_pipeline_refuses_a_single_stack_folder_in_one_line(sing
     from transformers import AutoModelForSeq2SeqLM, pipeline
 
     folder = single_stack_folders[kind]
-    with pytest.raises(ValueError) as raised:  # unchecked: "Cannot copy out of meta tensor" after a page of table
+    with pytest.raises(ValueError) as raised:
         pipeline("translation", model=str(folder))
     message = str(raised.value)
     assert "\n" not in message and message.startswith(f"{folder} holds an {kind} model") if kind[0] == "e" else \
@@ -830,7 +833,7 @@ def test_the_translation_pipeline_refuses_a_single_stack_folder_in_one_line(sing
 def test_the_text_pipelines_refuse_an_encoder_decoder_folder_in_one_line(model_dir, task, cls, needs, capfd):
     from transformers import pipeline
 
-    with pytest.raises(ValueError) as raised:  # unchecked: a model with random weights, served
+    with pytest.raises(ValueError) as raised:
         pipeline(task, model=model_dir)
     assert str(raised.value) == (
         f"{model_dir} holds an encoder-decoder model (VanillaTransformerForConditionalGeneration, in config.json's "

@@ -24,6 +24,7 @@ from helpers import run_main
 from translation_fixtures import tiny_tokenizer, tiny_translator
 from vanilla_transformer.checkpoints.validate import CheckpointError
 from vanilla_transformer.cli.main import main as cli_main
+from vanilla_transformer.files import MANIFEST_NAME
 
 pytest.importorskip("ctranslate2")
 
@@ -73,15 +74,14 @@ def test_export_never_replaces_its_input_or_a_folder_it_did_not_make(checkpoint,
         code, stdout, err = export([source, out, "--overwrite"], capsys)
         line = one_error_line(code, stdout, err)
         assert code == 1 and words in line, line
-        assert tree_digest(parent) == before  # an export that cleared OUT=P would delete P/ckpt and notes.txt
-    # --overwrite replaces an earlier export only, never a folder of something else
+        assert tree_digest(parent) == before
+    # --overwrite replaces only what this project wrote, never a folder of something else
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "thesis.tex").write_text("years of work")
     code, stdout, err = export([source, mine, "--overwrite"], capsys)
     line = one_error_line(code, stdout, err)
-    assert code == 1 and "is not a CTranslate2 folder" in line and "--overwrite replaces only an earlier export" \
-        in line, line
+    assert code == 1 and f"{mine} has no {MANIFEST_NAME}" in line and "it holds thesis.tex" in line, line
     assert (mine / "thesis.tex").read_text() == "years of work" and os.listdir(mine) == ["thesis.tex"]
     # without --overwrite, even an earlier export stays
     out = tmp_path / "ct2"
@@ -102,7 +102,7 @@ def test_an_exported_folder_gets_the_permissions_of_the_umask(checkpoint, tmp_pa
         out = to_ctranslate2(checkpoint, tmp_path / "ct2")
     finally:
         os.umask(previous)
-    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~umask  # not 0o700 (tempfile.mkdtemp's)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~umask
     for name in os.listdir(out):
         assert stat.S_IMODE((out / name).stat().st_mode) == 0o666 & ~umask, name
 
@@ -176,7 +176,7 @@ def test_the_export_records_the_tokenizer_and_a_replaced_tokenizer_is_refused(ex
     first, second = sorted(vocab, key=vocab.get)[10:12]
     vocab[first], vocab[second] = vocab[second], vocab[first]
     (swapped / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
-    code, line = translate_line(swapped, capsys)  # unchecked: garbage translations, exit 0
+    code, line = translate_line(swapped, capsys)
     assert code == 1 and f"{swapped / 'tokenizer.json'} is not the tokenizer {swapped} was exported with" in line
     assert f"sha256 {sha256sum(swapped / 'tokenizer.json')[:12]}" in line and recorded["tokenizer.json"][:12] in line
     with pytest.raises(CheckpointError, match="is not the tokenizer"):
@@ -259,8 +259,8 @@ def test_a_killed_first_export_leaves_no_folder_or_a_whole_one(checkpoint, tmp_p
     assert code == 0, err
     assert "left by a run that was killed (process" in err
     assert hidden(tmp_path) == [] and sorted(os.listdir(out)) == sorted(
-        ["config.json", "generation_config.json", "model.bin", "shared_vocabulary.json", "tokenizer.json",
-         "tokenizer_config.json", TOKENIZER_FINGERPRINT])
+        [MANIFEST_NAME, "config.json", "generation_config.json", "model.bin", "shared_vocabulary.json",
+         "tokenizer.json", "tokenizer_config.json", TOKENIZER_FINGERPRINT])
 
 
 def with_stderr_on_fd2(function, *args):

@@ -308,7 +308,7 @@ def test_positions_of_a_saved_model_take_the_layout_from_its_config(tokenizer, t
     assert code == 0, err
     assert out.exists()
     code, _, err = run_cli(["plot", "positions", "--model", str(tmp_path / "model"), "--layout", "interleaved",
-                            "--out", str(out)], capsys)
+                            "--out", str(out), "--overwrite"], capsys)
     assert code == 1 and "come from the model's config" in err
     np.testing.assert_allclose(positional_encoding_matrix(30, model=model), paper_encoding(30, 32, "concatenated"),
                                atol=1e-6)

@@ -13,6 +13,7 @@ import transformers
 from transformers.models.auto import modeling_auto
 
 from vanilla_transformer import modeling_vanilla_transformer
+from vanilla_transformer.files.errors import one_line
 from vanilla_transformer.registration import AUTO_CLASSES
 
 CTRANSLATE2_FILES = ("model.bin", "config.json")
@@ -73,11 +74,6 @@ def model_class(config):
             if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel):
                 return cls
     return None
-
-
-def one_line(error: BaseException) -> str:
-    """An error's message on one line (white space folded), or its type's name when it has none."""
-    return " ".join(str(error).split()) or type(error).__name__
 
 
 def read_json_object(path: str) -> dict:

@@ -17,7 +17,8 @@ import transformers
 from safetensors import safe_open
 from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
-from vanilla_transformer.checkpoints.kinds import CheckpointError, model_class, one_line, read_json_object
+from vanilla_transformer.checkpoints.kinds import CheckpointError, model_class, read_json_object
+from vanilla_transformer.files.errors import one_line
 
 
 def check_checkpoint(folder: str | os.PathLike, need_tokenizer: bool = True) -> None:

@@ -36,6 +36,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     space.add_argument("--space", metavar="DIR", help="write a Space folder (app.py, README.md, requirements.txt, "
                                                       "the model) instead of serving")
     space.add_argument("--model-id", metavar="ID", help="the Space loads this Hub model id instead of a copy of MODEL")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --html file, or a --space folder this project wrote")
     parser.add_argument("--device", type=torch_device, help="cpu, cuda, ... (default: cuda when available)")
     return parser
 
@@ -50,22 +52,24 @@ def run(args: argparse.Namespace) -> None:
         raise UsageError("--html needs at least one --text sentence")
     if args.model_id and not args.space:
         raise UsageError("--model-id is for --space")
+    if args.overwrite and not (args.html or args.space):
+        raise UsageError("--overwrite is for --html or --space (the live app writes nothing)")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from vanilla_transformer.inspect import explorer as explore
 
-    if args.html:  # validate before the (slow) model run
-        folder = os.path.dirname(os.path.abspath(args.html))
-        if not os.path.isdir(folder):
-            raise FileNotFoundError(f"cannot write {args.html}: the folder {folder} does not exist")
+    _check_outputs(args)  # before the (slow) model run
     if args.space:
-        out = explore.write_space(args.model, args.space, model_id=args.model_id)
+        out = _write_space(explore, args)
         print(f"Wrote the Space folder {out}; publish it with huggingface_hub.upload_folder(folder_path="
               f"{out!r}, repo_id='USER/NAME', repo_type='space')")
         return
     model, tokenizer = load_model_and_tokenizer(args.model, args.device)
     if args.html:
+        from vanilla_transformer.files.staging import staged_file
+
         data = [explore.attention_data(model, tokenizer, text) for text in args.text]
-        explore.write_html(args.html, data)
+        with staged_file(args.html, inputs=_local(args.model), what="--html", overwrite=args.overwrite) as f:
+            f.write(explore.render_page(data))
         print(f"Wrote {args.html} ({os.path.getsize(args.html) / 1e6:.2f} MB, {len(data)} sentence(s)); "
               "it opens offline in any browser")
         return
@@ -76,6 +80,33 @@ def run(args: argparse.Namespace) -> None:
         app.block_thread()
     except KeyboardInterrupt:
         pass
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """--html and --space must not replace or lie inside MODEL, nor replace an existing file or folder without
+    --overwrite (and then only a folder this project wrote): `files.paths`' rule, before any work (an
+    `OutputError`, one line, exit status 1)."""
+    from vanilla_transformer.files.paths import check_output_file, check_output_folder
+
+    if args.html:
+        check_output_file(args.html, inputs=_local(args.model), what="--html", overwrite=args.overwrite)
+    if args.space:
+        check_output_folder(args.space, overwrite=args.overwrite, inputs=_local(args.model))
+
+
+def _write_space(explore, args: argparse.Namespace) -> str:
+    """The Space folder, written whole through `files.staging.staged_folder` (a full disk or a read-only place is
+    one line naming --space)."""
+    from vanilla_transformer.files.staging import staged_folder
+
+    with staged_folder(args.space, overwrite=args.overwrite, inputs=_local(args.model)) as folder:
+        explore.write_space(args.model, folder, model_id=args.model_id)
+    return args.space
+
+
+def _local(model: str) -> list[str]:
+    """MODEL as an input path when it is a local file or folder (not a Hub id)."""
+    return [model] if os.path.exists(model) else []
 
 
 def load_model_and_tokenizer(path: str, device: str | None):

@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _one_line(error: BaseException) -> str:
     from huggingface_hub.errors import StrictDataclassError
 
-    from vanilla_transformer.checkpoints.kinds import one_line
+    from vanilla_transformer.files.errors import one_line
 
     if isinstance(error, StrictDataclassError) and error.__cause__ is not None:
         error = error.__cause__  # an invalid config: transformers validates configs with @strict

@@ -57,12 +57,14 @@ def existing_folder(text: str) -> str:
 
 
 def writable_file(text: str) -> str:
-    """A file path that can be written (`files.check_output_file`): not a folder, in an existing folder this user
-    may write. The file itself is written later, atomically (`files.staged_file`)."""
-    from vanilla_transformer.files import OutputError, check_output_file
+    """A file path that can be written (`files.paths.check_output_file`): not a folder, in an existing folder this
+    user may write. Whether it exists, and what it must not replace, the command checks with its --overwrite and its
+    inputs; the file itself is written later, atomically (`files.staging.staged_file`)."""
+    from vanilla_transformer.files.errors import OutputError
+    from vanilla_transformer.files.paths import check_output_file
 
     try:
-        check_output_file(text, what="")
+        check_output_file(text, what="", overwrite=True)
     except OutputError as error:
         raise argparse.ArgumentTypeError(str(error).strip().rstrip(".")) from None
     return text

@@ -8,6 +8,7 @@ The pictures are drawn by `vanilla_transformer.inspect.plots` (matplotlib: pip i
 """
 
 import argparse
+import os
 
 from vanilla_transformer.cli.options import checked, positive_float, positive_int, torch_device
 
@@ -23,6 +24,7 @@ def _head(value: str) -> int | str:
 
 def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="FILE", help="image to write (.png, .svg, .pdf, ...)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     parser.add_argument("--dpi", action=checked(positive_float), default=150, help="pixels per inch (default 150)")
     parser.add_argument("--figsize", action=checked(positive_float), nargs=2, metavar=("W", "H"),
                         help="figure size in inches")
@@ -91,11 +93,17 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> None:
     """Draw and save; a user error (bad path, unknown layer, missing matplotlib) is one line on stderr, exit 1."""
-    from vanilla_transformer.inspect.plots import new_figure, save_figure
+    from vanilla_transformer.files.paths import check_output_file
+    from vanilla_transformer.files.staging import staged_file
+    from vanilla_transformer.inspect.plots import new_figure
 
+    inputs = [getattr(args, name, None) for name in ("model", "run")]
+    check_output_file(args.out, inputs=inputs, what="--out", overwrite=args.overwrite)  # before any work
     new_figure()  # fail before loading a model when matplotlib is missing
     fig = args.draw(args)
-    save_figure(fig, args.out, args.dpi)
+    image_format = os.path.splitext(args.out)[1][1:].lower() or None  # None: matplotlib's default, png
+    with staged_file(args.out, inputs=inputs, what="--out", overwrite=args.overwrite, encoding=None) as f:
+        fig.savefig(f, dpi=args.dpi, format=image_format)
     width, height = fig.get_size_inches() * args.dpi
     print(f"Wrote {args.out} ({round(width)}x{round(height)} pixels)")
 

@@ -33,6 +33,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--input", metavar="FILE", help="file of sentences, one per line ('-' for stdin)")
     parser.add_argument("--output", metavar="FILE", action=checked(writable_file),
                         help="write translations here, one per line (default: stdout)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     parser.add_argument("--batch-size", action=checked(positive_int), default=32,
                         help="sentences per batch (default 32)")
     parser.add_argument("--num-beams", action=checked(positive_int),
@@ -53,7 +54,8 @@ def _read_texts(args: argparse.Namespace) -> list[str]:
     """The sentences to translate: the arguments, or the lines of --input (a file, or "-": standard input) read by
     `files.read_text_lines` (split on "\\n" only, "\\r\\n" too, byte-order mark removed; not UTF-8: one line naming
     the byte)."""
-    from vanilla_transformer.files import TextFileError, read_text_lines
+    from vanilla_transformer.files.errors import TextFileError
+    from vanilla_transformer.files.text import read_text_lines
 
     if args.texts and args.input:
         raise UsageError("give sentences as arguments or --input FILE, not both")
@@ -69,20 +71,27 @@ def _read_texts(args: argparse.Namespace) -> list[str]:
         raise ValueError(str(error).replace("--input file standard input", "standard input (--input -)")) from None
 
 
+def _inputs(args: argparse.Namespace) -> list[str | None]:
+    """What this command reads: the --model folder and the --input file."""
+    return [args.model, None if args.input in (None, "-") else args.input]
+
+
 def _check_output(args: argparse.Namespace) -> None:
-    """--output must not replace what this command reads (--input, a file of the --model folder)."""
-    from vanilla_transformer.files import OutputError, check_output_file
+    """--output must not replace what this command reads (--input, the --model folder or a place inside it), nor an
+    existing file without --overwrite."""
+    from vanilla_transformer.files.errors import OutputError
+    from vanilla_transformer.files.paths import check_output_file
 
     if args.output:
         try:
-            check_output_file(args.output, inputs=[args.model, None if args.input in (None, "-") else args.input])
+            check_output_file(args.output, inputs=_inputs(args), overwrite=args.overwrite)
         except OutputError as error:
             raise UsageError(str(error)) from None
 
 
 def run(args: argparse.Namespace) -> None:
     from vanilla_transformer.checkpoints.load import load_checkpoint
-    from vanilla_transformer.files import staged_file
+    from vanilla_transformer.files.staging import staged_file
     from vanilla_transformer.translate import TRANSLATION_KINDS, translate
 
     _check_output(args)
@@ -94,7 +103,8 @@ def run(args: argparse.Namespace) -> None:
     translations = translate(loaded.model, loaded.tokenizer, texts, batch_size=args.batch_size,
                              progress=bool(args.input) and not args.no_progress, **generate_kwargs)
     if args.output:
-        with staged_file(args.output) as f:  # atomic: the old file or the whole new one, never half
+        # checked again (another program may have made the file meanwhile); atomic: the old file or the new one
+        with staged_file(args.output, inputs=_inputs(args), overwrite=args.overwrite) as f:
             f.writelines(t + "\n" for t in translations)
     else:
         sys.stdout.writelines(t + "\n" for t in translations)

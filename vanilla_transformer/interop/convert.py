@@ -33,7 +33,9 @@ from vanilla_transformer.cards.model_card import converted_model_card, hub_id_fr
 from vanilla_transformer.checkpoints.kinds import CheckpointError
 from vanilla_transformer.checkpoints.validate import check_checkpoint
 from vanilla_transformer.configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
-from vanilla_transformer.files import OutputError, check_output_folder, staged_folder
+from vanilla_transformer.files.errors import OutputError
+from vanilla_transformer.files.paths import check_output_folder
+from vanilla_transformer.files.staging import staged_folder
 from vanilla_transformer.modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
     sinusoidal_position_encoding,
@@ -398,17 +400,14 @@ def convert(kind: str, src_dir: str | Path, out_dir: str | Path, *, base_model: 
 
 
 def check_conversion_output(out: Path, overwrite: bool, src: Path) -> None:
-    """Refuse (`ConversionError`, one line) an output folder the conversion must not write: one that is, contains or
-    lies inside the source (even with `overwrite`), a file, a place that cannot be written, an existing non-empty
-    folder without `overwrite`, and with `overwrite` one that is not itself a model folder (no config.json):
-    --overwrite replaces an earlier conversion or model, never a folder of something else."""
+    """Refuse (`ConversionError`, one line) an output folder the conversion must not write
+    (`files.paths.check_output_folder`): one that is, contains or lies inside the source (even with `overwrite`), a
+    file, a place that cannot be written, an existing non-empty folder without `overwrite`, and with `overwrite` one
+    holding anything this project did not write (its manifest says what it wrote)."""
     try:
         check_output_folder(out, overwrite=overwrite, inputs=[src])
     except OutputError as error:
         raise ConversionError(str(error)) from None
-    if overwrite and out.is_dir() and any(out.iterdir()) and not (out / "config.json").is_file():
-        raise ConversionError(f"{out} is not a model folder (it has no config.json): --overwrite replaces only an "
-                              "earlier model; choose another output folder.")
 
 
 def convert_marian(src_dir: str | Path, out_dir: str | Path, **kwargs) -> VanillaTransformerForConditionalGeneration:

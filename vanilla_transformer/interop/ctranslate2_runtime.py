@@ -16,8 +16,9 @@ from pathlib import Path
 import torch
 from transformers import GenerationConfig
 
-from vanilla_transformer.checkpoints.kinds import CheckpointError, is_ctranslate2_folder, one_line
-from vanilla_transformer.files import sha256_of_file
+from vanilla_transformer.checkpoints.kinds import CheckpointError, is_ctranslate2_folder
+from vanilla_transformer.files.errors import one_line
+from vanilla_transformer.files.hashing import sha256_of_file
 
 VOCABULARY_FILES = ("shared_vocabulary.json", "source_vocabulary.json", "target_vocabulary.json")
 INSTALL_HINT = 'pip install "vanilla-transformer[fast]"'

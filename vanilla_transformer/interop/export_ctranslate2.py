@@ -36,10 +36,12 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, GenerationConfig
 
-from vanilla_transformer.checkpoints.kinds import CheckpointError, is_ctranslate2_folder
+from vanilla_transformer.checkpoints.kinds import CheckpointError
 from vanilla_transformer.checkpoints.load import load_checkpoint
 from vanilla_transformer.configuration_vanilla_transformer import ACTIVATIONS
-from vanilla_transformer.files import OutputError, check_output_folder, staged_folder
+from vanilla_transformer.files.errors import OutputError
+from vanilla_transformer.files.paths import check_output_folder
+from vanilla_transformer.files.staging import staged_folder
 from vanilla_transformer.interop.ctranslate2_runtime import (
     import_ctranslate2,
     write_tokenizer_fingerprint,
@@ -203,10 +205,11 @@ def vocabularies(tokenizer, config) -> tuple[list[str], list[str]]:
 # The export.
 
 
-def _load_checkpoint(path: Path):
+def load_export_checkpoint(path: Path):
+    """The translation model saved in `path`, checked whole first; `ExportError` (one line) for anything else."""
     try:  # checked first: missing weights would be filled with random ones by from_pretrained, and exported
         model = load_checkpoint(path, kinds=("seq2seq",), device="cpu", need_tokenizer=False, purpose="export").model
-    except CheckpointError as error:  # the tokenizer is checked by _load_tokenizer
+    except CheckpointError as error:  # the tokenizer is checked by load_export_tokenizer
         raise ExportError(str(error)) from None
     model_type = model.config.model_type
     if model_type != "vanilla_transformer":
@@ -216,7 +219,9 @@ def _load_checkpoint(path: Path):
     return model
 
 
-def _load_tokenizer(tokenizer, checkpoint: Path | None):
+def load_export_tokenizer(tokenizer, checkpoint: Path | None):
+    """`tokenizer` itself, or the tokenizer saved in its folder (default: the checkpoint's); `ExportError` when there
+    is none."""
     if tokenizer is None and checkpoint is None:
         raise ExportError("A model object has no tokenizer: pass tokenizer= (a tokenizer or its folder).")
     if tokenizer is None or isinstance(tokenizer, (str, os.PathLike)):
@@ -230,17 +235,14 @@ def _load_tokenizer(tokenizer, checkpoint: Path | None):
 
 
 def check_export_output(out: Path, overwrite: bool, inputs) -> None:
-    """Refuse (`ExportError`, one line) an output folder the export must not write: one that is, contains or lies
-    inside one of the `inputs` (even with `overwrite`), a file, a place that cannot be written, an existing non-empty
-    folder without `overwrite`, and with `overwrite` one that is not itself a CTranslate2 folder (an earlier export):
-    --overwrite replaces an export, never a folder of something else."""
+    """Refuse (`ExportError`, one line) an output folder the export must not write (`files.paths.check_output_folder`):
+    one that is, contains or lies inside one of the `inputs` (even with `overwrite`), a file, a place that cannot be
+    written, an existing non-empty folder without `overwrite`, and with `overwrite` one holding anything this project
+    did not write (its manifest says what it wrote): --overwrite replaces an earlier export, never the user's files."""
     try:
         check_output_folder(out, overwrite=overwrite, inputs=inputs)
     except OutputError as error:
         raise ExportError(str(error)) from None
-    if overwrite and out.is_dir() and any(out.iterdir()) and not is_ctranslate2_folder(out):
-        raise ExportError(f"{out} is not a CTranslate2 folder (it has no model.bin and config.json): --overwrite "
-                          "replaces only an earlier export; choose another output folder.")
 
 
 def to_ctranslate2(checkpoint_or_model, output_dir: str | os.PathLike, quantization: str = "float32", *,
@@ -249,12 +251,13 @@ def to_ctranslate2(checkpoint_or_model, output_dir: str | os.PathLike, quantizat
     CTranslate2 model folder with the weights in `quantization` (one of `QUANTIZATIONS`), the vocabularies, the
     tokenizer files, their fingerprint (`TOKENIZER_FINGERPRINT`) and the generation config. Returns the folder.
 
-    Everything is checked before anything is written (`check_export_output`: `overwrite=True` replaces only an
-    earlier CTranslate2 export, never a folder that is, contains or lies inside the checkpoint). The folder is written
-    through `files.staged_folder`: into a hidden staging folder beside `output_dir`, renamed into place when whole, so
-    that `output_dir` is always the old whole export or the new whole one (a killed export's staging folder is
-    removed by the next export to the same place). Raises `ExportError` for what cannot be exported (the message
-    names the option or the file), `files.OutputError` when the disk fills up or the folder cannot be written.
+    Everything is checked before anything is written (`check_export_output`: `overwrite=True` replaces only a folder
+    this project wrote, never one holding the user's files or one that is, contains or lies inside the checkpoint).
+    The folder is written through `files.staging.staged_folder`: into a hidden staging folder beside `output_dir`,
+    its manifest last, renamed into place when whole, so that `output_dir` is always the old whole export or the new
+    whole one (a killed export's staging folder is removed by the next export to the same place). Raises
+    `ExportError` for what cannot be exported (the message names the option or the file), `files.OutputError` when
+    the disk fills up or the folder cannot be written.
     """
     if quantization not in QUANTIZATIONS:
         raise ExportError(f"quantization={quantization!r} is not one of {', '.join(QUANTIZATIONS)}.")
@@ -264,12 +267,12 @@ def to_ctranslate2(checkpoint_or_model, output_dir: str | os.PathLike, quantizat
     inputs = [path for path in (checkpoint, tokenizer) if isinstance(path, (str, os.PathLike))]
     check_export_output(out, overwrite, inputs)
     if checkpoint is not None:
-        model = _load_checkpoint(checkpoint)
+        model = load_export_checkpoint(checkpoint)
     else:
         model = checkpoint_or_model
         if getattr(model.config, "model_type", None) != "vanilla_transformer":
             raise ExportError(f"Only VanillaTransformerForConditionalGeneration exports, got {type(model).__name__}.")
-    tokenizer = _load_tokenizer(tokenizer, checkpoint)
+    tokenizer = load_export_tokenizer(tokenizer, checkpoint)
 
     spec = model_spec(model)
     source, target = vocabularies(tokenizer, model.config)

@@ -29,19 +29,19 @@ MarianModel cannot load a target vocabulary of another size than the source one 
 
 import json
 import os
-import shutil
-import tempfile
 import warnings
 from importlib import resources
 from pathlib import Path
 
 import torch
 
+from vanilla_transformer.files.staging import staged_folder
 from vanilla_transformer.interop.export_ctranslate2 import (
     SINUSOID_TABLE_ROWS,
     ExportError,
-    _load_checkpoint,
-    _load_tokenizer,
+    check_export_output,
+    load_export_checkpoint,
+    load_export_tokenizer,
 )
 
 MARIAN_LAYER_NORM_EPS = 1e-5  # MarianEncoderLayer / MarianDecoderLayer use nn.LayerNorm's default
@@ -311,46 +311,16 @@ def marian_model_card(model, checkpoint: Path | None, model_id: str):
 # The export
 
 
-def _is_within(path: Path, folder: Path) -> bool:
-    path, folder = path.resolve(), folder.resolve()
-    return path == folder or folder in path.parents
-
-
-def _check_output(out: Path, overwrite: bool, inputs: list[Path]) -> None:
-    """Refuse an output folder that exists (without overwrite), is a file, or is or contains one of the inputs."""
-    for source in inputs:
-        if _is_within(source, out):
-            raise ExportError(f"{out} is or contains the input {source}; choose another output folder.")
-    if out.exists() and not out.is_dir():
-        raise ExportError(f"{out} exists and is a file; choose a folder.")
-    if out.exists() and any(out.iterdir()) and not overwrite:
-        raise ExportError(f"{out} exists and is not an empty folder; pass overwrite=True (--overwrite) to replace it.")
-
-
-def _move_into_place(staging: Path, out: Path) -> None:
-    """Rename the whole staging folder to `out`; an existing `out` is set aside first and removed only afterwards."""
-    if not out.exists():
-        os.replace(staging, out)
-        return
-    aside = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-    os.replace(out, aside / out.name)
-    try:
-        os.replace(staging, out)
-    except BaseException:
-        os.replace(aside / out.name, out)
-        aside.rmdir()
-        raise
-    shutil.rmtree(aside)
-
-
 def to_marian(checkpoint_or_model, output_dir: str | os.PathLike, *, tokenizer=None, overwrite: bool = False) -> Path:
     """Export a saved checkpoint folder (or a `VanillaTransformerForConditionalGeneration` and its `tokenizer`, an
     object or a folder) to a `MarianMTModel` folder that loads without this package: config.json, model.safetensors,
     generation_config.json, tokenizer.json + tokenizer_config.json, README.md. Returns the folder.
 
-    Everything is checked before anything is written, and the folder is built beside `output_dir` and renamed into
-    place when whole. `overwrite=True` replaces a non-empty `output_dir`, never one that is or contains the input.
-    Raises `ExportError` (one line naming the option or the file) for what cannot be exported.
+    Everything is checked before anything is written (`check_export_output`: `overwrite=True` replaces only a folder
+    this project wrote, never one holding the user's files or one that is, contains or lies inside the input), and
+    the folder is written through `files.staging.staged_folder` (a hidden staging folder beside `output_dir`,
+    renamed into place when whole). Raises `ExportError` (one line naming the option or the file) for what cannot be
+    exported, `files.OutputError` (one line naming `output_dir`) when the disk fills up or it cannot be written.
     """
     out = Path(output_dir)
     checkpoint = None
@@ -358,30 +328,25 @@ def to_marian(checkpoint_or_model, output_dir: str | os.PathLike, *, tokenizer=N
     if isinstance(checkpoint_or_model, (str, os.PathLike)):
         checkpoint = Path(checkpoint_or_model)
         inputs.append(checkpoint)
-    _check_output(out, overwrite, inputs)
+    check_export_output(out, overwrite, inputs)
     if checkpoint is not None:
-        model = _load_checkpoint(checkpoint)
+        model = load_export_checkpoint(checkpoint)
     else:
         model = checkpoint_or_model
         if getattr(model.config, "model_type", None) != "vanilla_transformer":
             raise ExportError(f"Only VanillaTransformerForConditionalGeneration exports, got {type(model).__name__}.")
-    tokenizer = _load_tokenizer(tokenizer, checkpoint)
+    tokenizer = load_export_tokenizer(tokenizer, checkpoint)
     check_portable_tokenizer(tokenizer)
     marian = marian_model(model)  # checks the config first
     if model.config.target_vocab_size != model.config.vocab_size:
         warnings.warn(TRANSFORMERS_4_VOCABULARY_NOTE.format(config=model.config), stacklevel=2)
     card = marian_model_card(model, checkpoint, out.name)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with staged_folder(out, overwrite=overwrite, inputs=inputs) as folder:
+        staging = Path(folder)
         marian.save_pretrained(staging)
         save_portable_tokenizer(tokenizer, staging)
         card.save(staging / "README.md")
-        _move_into_place(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return out
 
 

@@ -129,6 +129,24 @@ class ModelArguments:
 TOKENIZER_CONFIG_KEYS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 
 
+def check_number_options(*settings) -> None:
+    """Raise ValueError (one line naming the option) for a number in the dataclasses `settings` (the parsed options
+    of a command built on `HfArgumentParser`, e.g. the training recipe's) that is not finite (nan, inf), or that is
+    negative where the option's default is not: a number option's range starts where its default does (a default
+    of -1 or None marks options whose negative values or absence mean something)."""
+    for group in settings:
+        for option in dataclasses.fields(group):
+            value = getattr(group, option.name, None)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if not math.isfinite(value):
+                raise ValueError(f"--{option.name} must be a finite number, got {value}")
+            default = option.default
+            if (value < 0 and isinstance(default, (int, float)) and not isinstance(default, bool)
+                    and default >= 0):
+                raise ValueError(f"--{option.name} must be 0 or more, got {value}")
+
+
 def check_config_key(key: str) -> None:
     """Raise ValueError (one line) unless `key` names a VanillaTransformerConfig field or one of its aliases."""
     from vanilla_transformer import VanillaTransformerConfig
@@ -233,6 +251,10 @@ def parse_arguments(argv: list[str] | None = None):
         check_time_budget(training_args)
     except ValueError as error:  # the dataclasses' own checks (__post_init__) and ours
         parser.error(str(error))
+    try:
+        check_number_options(data_args, model_args, training_args)  # nan, inf, negative: before any work
+    except ValueError as error:  # one line, as vanilla_transformer.training.train reports its other problems
+        sys.exit(f"error: {error}")
     if training_args.learning_rate is None:  # parsed again with the learning rate it implies as the default
         try:
             learning_rate = settle_learning_rate(model_args, training_args, preset)

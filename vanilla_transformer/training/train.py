@@ -192,7 +192,7 @@ def check_output_dir(training_args, resume: str | None, inputs=()) -> None:
             raise UsageError(f"--overwrite_output_dir would delete {source}, which this run reads its model or "
                              "tokenizer from; copy it elsewhere or choose another --output_dir.")
     if resume is not None or training_args.overwrite_output_dir or not os.path.isdir(output_dir):
-        return
+        return only_ours(output_dir, resume)
     if get_last_checkpoint(output_dir) is not None:
         raise UsageError(f"{output_dir} already holds checkpoints of an earlier run. Continue it with "
                          "--resume_from_checkpoint true, start over with --overwrite_output_dir true (deletes them), "
@@ -201,6 +201,17 @@ def check_output_dir(training_args, resume: str | None, inputs=()) -> None:
         raise UsageError(f"{output_dir} already holds a finished model. Continue its run with "
                          "--resume_from_checkpoint true, replace it with --overwrite_output_dir true, or choose "
                          "another --output_dir.")
+    only_ours(output_dir, resume)
+
+
+def only_ours(output_dir: str, resume: str | None) -> None:
+    """--output_dir holds nothing the user saved that this run could replace (`files.lock.check_run_folder`)."""
+    from vanilla_transformer.files import OutputError, check_run_folder
+
+    try:
+        check_run_folder(output_dir, resuming=resume is not None)
+    except OutputError as error:
+        raise UsageError(str(error)) from None
 
 
 def steps_wanted(training_args, saved_max_steps: int) -> int:
@@ -251,10 +262,11 @@ def prepare_output_dir(training_args, resume: str | None, inputs=()) -> None:
     os.makedirs(output_dir, exist_ok=True)
     if resume is not None or not training_args.overwrite_output_dir:
         return
-    if training_args.process_index == 0:
-        for name in os.listdir(output_dir):
-            if name.startswith("checkpoint-") and os.path.isdir(os.path.join(output_dir, name)):
-                shutil.rmtree(os.path.join(output_dir, name))
+    if training_args.process_index == 0:  # the old run's checkpoints, each known by its manifest
+        from vanilla_transformer.files import remove_ours
+
+        remove_ours(output_dir, [name for name in os.listdir(output_dir) if name.startswith("checkpoint-")],
+                    overwrite_flag="--overwrite_output_dir")
 
 
 def output_dir_lock(training_args):
@@ -321,6 +333,7 @@ def build_model(model_args, preset, tokenizer, resume: str | None):
         return model
     if resume is not None:  # the Trainer loads the weights; the architecture is the checkpoint's
         config = AutoConfig.from_pretrained(resume)
+        check_resume_options(config, overrides, resume)
     else:
         special = dict(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
                        eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id)
@@ -335,6 +348,27 @@ def build_model(model_args, preset, tokenizer, resume: str | None):
     model = VanillaTransformerForConditionalGeneration(config)
     model.generation_config.update(**{**preset.generation, **decoding})  # the preset's decoding, e.g. length penalty
     return model
+
+
+# config keys set by options of their own (the rest come from --config_overrides KEY=VALUE)
+OPTION_OF_CONFIG_KEY = {"encoder_attention_heads": "--attention_heads", "decoder_attention_heads": "--attention_heads",
+                        "encoder_ffn_dim": "--ffn_dim", "decoder_ffn_dim": "--ffn_dim", "d_model": "--d_model",
+                        "encoder_layers": "--encoder_layers", "decoder_layers": "--decoder_layers",
+                        "dropout": "--dropout", "attention_dropout": "--attention_dropout",
+                        "activation_dropout": "--activation_dropout"}
+
+
+def check_resume_options(config, overrides: dict, resume: str) -> None:
+    """A resumed run has the checkpoint's architecture: an option that gives another value is refused in one line
+    naming the option and the checkpoint's value (the weights would not fit it, or it would be ignored)."""
+    for key, value in overrides.items():
+        saved = getattr(config, key, None)
+        if saved != value:
+            given = (f"{OPTION_OF_CONFIG_KEY[key]} {value}" if key in OPTION_OF_CONFIG_KEY
+                     else f"--config_overrides {key}={value}")
+            raise UsageError(f"{given} disagrees with the checkpoint {resume}, which has {key}={saved!r}; "
+                             "a resumed run keeps the checkpoint's architecture: drop the option, or start a new run "
+                             "in another --output_dir.")
 
 
 def _first(dataset, n: int | None):

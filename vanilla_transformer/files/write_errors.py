@@ -1,0 +1,55 @@
+"""Errors while writing: a full disk, a read-only or unwritable folder, a path too long become one line naming the
+user's path (`Cannot write to PATH: REASON.`), whatever library raised them (Python, torch.save, safetensors)."""
+
+import contextlib
+import errno
+import os
+
+from vanilla_transformer.files.errors import OutputError, TextFileError, one_line
+
+# errno values that mean "this place cannot take the output": full disk or quota, file size limit, read-only file
+# system, no permission, a path component that is a file, a name or path too long
+WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR,
+                errno.ENAMETOOLONG}
+# The same problems as other libraries word them: torch.save (PytorchStreamWriter / iostream), safetensors (Rust
+# io::Error names).
+WRITE_ERROR_TEXTS = ("PytorchStreamWriter failed", "basic_ios::clear", "iostream error", "No space left",
+                     "inline_container.cc",  # torch.save on a full disk: "[enforce fail at inline_container.cc:...]"
+                     "File too large", "StorageFull", "FileTooLarge", "ReadOnlyFilesystem", "PermissionDenied",
+                     "Read-only file system", "Permission denied", "Disk quota exceeded", "File name too long",
+                     "InvalidFilename")
+
+
+def write_error_message(error: BaseException, path) -> str | None:
+    """One line for an error that means `path` (the user's output file or folder) cannot be written (full disk,
+    read-only, no permission, name too long), else None. The hidden staging files it may name are left out: the
+    user's path is what the user knows."""
+    if isinstance(error, OSError) and error.errno in WRITE_ERRNOS:
+        reason = error.strerror or os.strerror(error.errno)
+        return f"Cannot write to {os.fspath(path)}: {reason}."
+    if isinstance(error, (OSError, RuntimeError)) or type(error).__name__ == "SafetensorError":
+        text = one_line(error)
+        for marker in WRITE_ERROR_TEXTS:
+            if marker in text:
+                return (f"Cannot write to {os.fspath(path)}: the disk is full or the folder is not writable "
+                        f"({marker}).")
+    return None
+
+
+@contextlib.contextmanager
+def writing_errors(path):
+    """Turn an error that means `path` cannot be written (OSError ENOSPC, EDQUOT, EFBIG, EROFS, EACCES, EPERM,
+    ENOTDIR, ENAMETOOLONG; torch's and safetensors' words for them) into an `OutputError` naming `path`, in one
+    line."""
+    try:
+        yield
+    except Exception as error:  # re-raised unless it means the path cannot be written
+        if isinstance(error, (OutputError, TextFileError)):
+            raise
+        message = write_error_message(error, path)
+        if message is None:
+            raise
+        raise OutputError(message) from None
+
+
+__all__ = ["WRITE_ERRNOS", "write_error_message", "writing_errors"]

@@ -136,14 +136,15 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
-    from vanilla_transformer.inspect.explorer import attention_data, write_html
-    from vanilla_transformer.inspect.plots import _load_any_model_and_tokenizer
+    from vanilla_transformer.cli.explore import load_model_and_tokenizer
+    from vanilla_transformer.inspect.data import attention_data
+    from vanilla_transformer.inspect.page import write_html
 
     machine = machine_description()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "multi30k-random"
         sentence = build_model(folder, args.data_dir)
-        model, tokenizer = _load_any_model_and_tokenizer(str(folder), "cpu")
+        model, tokenizer = load_model_and_tokenizer(str(folder), "cpu")
         data = attention_data(model, tokenizer, sentence)
         page = write_html(Path(tmp) / "page.html", [data])
         page_bytes = os.path.getsize(page)

@@ -26,7 +26,9 @@ from vanilla_transformer import (
     VanillaTransformerForSequenceClassification,
 )
 from vanilla_transformer.cli.main import main
-from vanilla_transformer.inspect.explorer import attention_data, render_page, write_html, write_space
+from vanilla_transformer.inspect.data import attention_data
+from vanilla_transformer.inspect.page import render_page, write_html
+from vanilla_transformer.inspect.space import write_space
 from vanilla_transformer.training.tokenizer import train_tokenizer
 
 num2words = pytest.importorskip("num2words").num2words
@@ -535,7 +537,7 @@ def test_static_page_opens_offline_from_disk(browser, tokenizer, tmp_path):
 
 @pytest.mark.parametrize("model_class", [VanillaTransformerForCausalLM, VanillaTransformerForSequenceClassification])
 def test_app_builds_for_the_other_configurations_and_decoding_choices_reach_generate(tokenizer, model_class):
-    from vanilla_transformer.inspect.explorer import build_app, explore_text
+    from vanilla_transformer.inspect.app import build_app, explore_text
 
     model = build(model_class, tokenizer, 2)
     app = build_app(model, tokenizer)

@@ -4,7 +4,7 @@
     vanilla-transformer explore MODEL --html OUT.html --text "..." [--text "..."]
     vanilla-transformer explore MODEL --space DIR [--model-id USER/NAME]
 
-The views are described in `vanilla_transformer.inspect.explorer` and docs/explore.md.
+The views are described in `vanilla_transformer.inspect` and docs/explore.md.
 """
 
 import argparse
@@ -51,25 +51,28 @@ def run(args: argparse.Namespace) -> None:
     if args.model_id and not args.space:
         raise UsageError("--model-id is for --space")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    from vanilla_transformer.inspect import explorer as explore
+    from vanilla_transformer.inspect.app import build_app
+    from vanilla_transformer.inspect.data import attention_data
+    from vanilla_transformer.inspect.page import write_html
+    from vanilla_transformer.inspect.space import write_space
 
     if args.html:  # validate before the (slow) model run
         folder = os.path.dirname(os.path.abspath(args.html))
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"cannot write {args.html}: the folder {folder} does not exist")
     if args.space:
-        out = explore.write_space(args.model, args.space, model_id=args.model_id)
+        out = write_space(args.model, args.space, model_id=args.model_id)
         print(f"Wrote the Space folder {out}; publish it with huggingface_hub.upload_folder(folder_path="
               f"{out!r}, repo_id='USER/NAME', repo_type='space')")
         return
     model, tokenizer = load_model_and_tokenizer(args.model, args.device)
     if args.html:
-        data = [explore.attention_data(model, tokenizer, text) for text in args.text]
-        explore.write_html(args.html, data)
+        data = [attention_data(model, tokenizer, text) for text in args.text]
+        write_html(args.html, data)
         print(f"Wrote {args.html} ({os.path.getsize(args.html) / 1e6:.2f} MB, {len(data)} sentence(s)); "
               "it opens offline in any browser")
         return
-    app = explore.build_app(model, tokenizer)
+    app = build_app(model, tokenizer)
     app.launch(server_name=args.host, server_port=args.port, prevent_thread_lock=True, quiet=True)
     print(f"Attention explorer running on {app.local_url} (Ctrl+C stops it)", flush=True)
     try:

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer.inspect.attention_run import run_with_attentions, stacked_attentions
 from vanilla_transformer.modeling_vanilla_transformer import first_positions, positional_encoding
 
 ATTENTION_KINDS = ("cross", "encoder", "decoder")
@@ -94,8 +95,6 @@ def attention_weights(
     teacher-forced in one forward pass, which gives the same weights as step-by-step decoding with the cache.
     `layer` counts from 0; negative values count from the last layer.
     """
-    from vanilla_transformer.inspect.explorer import run_with_attentions, stacked_attentions
-
     if kind not in ATTENTION_KINDS:
         raise ValueError(f"kind={kind!r} is not one of {list(ATTENTION_KINDS)}")
     if not text or not text.strip():

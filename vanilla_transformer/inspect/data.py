@@ -9,6 +9,7 @@ from vanilla_transformer.inspect.attention_run import (
     run_with_attentions,
     stacked_attentions,
 )
+from vanilla_transformer.inspect.walkthrough import walkthrough_data
 from vanilla_transformer.modeling_vanilla_transformer import first_positions
 
 TOP_K = 10
@@ -35,7 +36,7 @@ def _decoding(model, generate_kwargs: dict) -> dict:
 
 
 def attention_data(model, tokenizer, text: str, *, target: str | None = None, top_k: int = TOP_K,
-                   **generate_kwargs) -> dict:
+                   walkthrough: bool = True, **generate_kwargs) -> dict:
     """Everything the explorer draws for one text, as JSON-ready lists and numbers.
 
     Keys for every configuration: `configuration`, `model` (class name), `text`, `source_tokens`, `target_tokens`,
@@ -59,6 +60,9 @@ def attention_data(model, tokenizer, text: str, *, target: str | None = None, to
 
     `positional_encoding`: the vectors the model adds to its embeddings at positions 0 .. n-1 (its own sinusoids,
     or its learned table), `values[position][dimension]`.
+
+    `walkthrough` (unless `walkthrough=False`): every intermediate value of the paper's equations for this text and
+    its translation, read from the model's own modules (`walkthrough.walkthrough_data`).
     """
     if top_k < 1:
         raise ValueError(f"top_k must be at least 1, got {top_k}")
@@ -80,6 +84,7 @@ def attention_data(model, tokenizer, text: str, *, target: str | None = None, to
     data["decoding"] = _decoding(model, generate_kwargs) if run.target_generated else None
     data.update(_steps(model, tokenizer, run, top_k))
     data["positional_encoding"] = _positional_encoding(model, run)
+    data["walkthrough"] = walkthrough_data(model, tokenizer, run) if walkthrough else None
     data["notes"] = run.notes
     return data
 

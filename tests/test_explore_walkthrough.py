@@ -68,6 +68,10 @@ def forward(model, tokenizer, data, configuration):
             def hook(m, args, kwargs):
                 seen[m] = (args[0] if args else kwargs["hidden_states"], kwargs.get("key_value_states"))
             handles.append(module.register_forward_pre_hook(hook, with_kwargs=True))
+        if hasattr(module, "fc2"):  # a layer: its output, its FFN's output, its LayerNorms' outputs
+            for part in (module, module.fc2, module.self_attn_layer_norm, getattr(module, "encoder_attn_layer_norm", None)):
+                if part is not None:
+                    handles.append(part.register_forward_hook(lambda m, args, out: seen.__setitem__(m, out)))
     try:
         with torch.no_grad():
             outputs = model(**inputs, output_attentions=True)
@@ -119,7 +123,14 @@ def add_norm(x, sublayer, norm, pre_ln):
 
 
 def check_layer(ours, layer, x, seen, attentions, pre_ln):
-    """One layer from its input x: the attention sub-layers, Add & Norm, the FFN (equation 2), the output."""
+    """One layer from its input x: the attention sub-layers, Add & Norm, the FFN (equation 2), the output; and the
+    outputs of the layer, its fc2 and (post-LN) its LayerNorms as the test's own hooks saw them."""
+    close(ours["ffn_output"], seen[layer.fc2][0])
+    close(ours["layer_output"], seen[layer][0])
+    if not pre_ln:
+        close(ours["add_norm_1"], seen[layer.self_attn_layer_norm][0])
+        if "cross_attention" in ours:
+            close(ours["add_norm_2"], seen[layer.encoder_attn_layer_norm][0])
     check_attention(ours["self_attention"], layer.self_attn, seen[layer.self_attn], attentions[0])
     stream = add_norm(x, ours["self_attention"]["output"], layer.self_attn_layer_norm, pre_ln)
     close(ours["add_norm_1"], stream)

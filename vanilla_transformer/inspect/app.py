@@ -10,7 +10,7 @@ import os
 
 from vanilla_transformer.inspect.attention_run import configuration_of
 from vanilla_transformer.inspect.data import attention_data
-from vanilla_transformer.inspect.page import render_page
+from vanilla_transformer.inspect.page import page_data, render_page
 
 INSTALL_HINT = 'pip install "vanilla-transformer[demo]"'
 
@@ -96,7 +96,8 @@ def _default_decoding(model) -> tuple[str, int, float]:
 def build_app(model, tokenizer, title: str | None = None):
     """The live explorer: a **Source** text box, decoding choices (defaults from the model's generation config), a
     **Translate** button, the translation, and the views of the explorer page for that sentence. Its API endpoint
-    `/translate` (text, decoding, beams, temperature) returns (translation, attention data, views HTML).
+    `/translate` (text, decoding, beams, temperature) returns (translation, attention data as the page embeds them
+    (`page.page_data`: the walk-through packed), views HTML).
 
     Returns a `gr.Blocks`; its `launch()` uses system fonts (no Google fonts) and Gradio's analytics are off.
     """
@@ -115,9 +116,11 @@ def build_app(model, tokenizer, title: str | None = None):
 
     def run(text, strategy, num_beams, temperature):
         try:
-            return explore_text(model, tokenizer, text, strategy, num_beams, temperature)
+            translation, data, views = explore_text(model, tokenizer, text, strategy, num_beams, temperature)
         except ValueError as error:
             raise gr.Error(str(error), print_exception=False) from None
+        # the data as the page holds them: the walk-through's full values would be some 10 MB of JSON per sentence
+        return translation, page_data(data), views
 
     with OfflineBlocks(title=title, analytics_enabled=False) as app:
         gr.Markdown(f"## {html.escape(title)}\n{type(model).__name__} ({configuration}): every layer and head of "

@@ -101,13 +101,18 @@ def packed_walkthrough(walkthrough: dict | None) -> dict | None:
     return out
 
 
+def page_data(data: dict) -> dict:
+    """One `attention_data` as the page embeds it: attention weights and probabilities to 6 decimals, positional
+    encodings to 4, the walk-through's matrices packed (`packed_walkthrough`)."""
+    out = _rounded({key: value for key, value in data.items() if key != "walkthrough"}, 6)
+    out["walkthrough"] = packed_walkthrough(data.get("walkthrough"))
+    return out
+
+
 def page_json(data_list: list[dict]) -> str:
-    """The data as the page embeds it: attention weights and probabilities to 6 decimals, positional encodings to 4,
-    the walk-through's matrices packed (`packed_walkthrough`), and `</` escaped so that no text of the data can end
+    """The data as the page embeds it (`page_data` of each), with `</` escaped so that no text of the data can end
     the script element."""
-    pages = [dict(_rounded({key: value for key, value in data.items() if key != "walkthrough"}, 6),
-                  walkthrough=packed_walkthrough(data.get("walkthrough"))) for data in data_list]
-    text = json.dumps(pages, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps([page_data(data) for data in data_list], ensure_ascii=False, separators=(",", ":"))
     return text.replace("</", "<\\/").replace("<!--", "<\\!--")
 
 

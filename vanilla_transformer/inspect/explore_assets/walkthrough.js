@@ -15,7 +15,8 @@ var VTWalkthrough = (function () {
   // The packed matrices (page.py's Packer): int8/int16 rows times a float32 scale per row, in one gzip buffer
 
   function inflate(base64) {
-    var bytes = Uint8Array.from(atob(base64), function (c) { return c.charCodeAt(0); });
+    var text = atob(base64), bytes = new Uint8Array(text.length);
+    for (var i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
     var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
     return new Response(stream).arrayBuffer();
   }

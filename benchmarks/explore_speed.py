@@ -1,6 +1,5 @@
-"""How fast the attention explorer answers, with the `multi30k` preset's shape (3 + 3 layers,
-4 heads, d_model 256; random weights: speed does not depend on them) and a tokenizer trained on Multi30k's English
-and German.
+"""How fast the attention explorer answers, with the `multi30k` preset's shape (3 + 3 layers, 4 heads, d_model 256,
+d_ff 1024; random weights: speed does not depend on them) and a tokenizer trained on Multi30k's English and German.
 
     python -m benchmarks.explore_speed [--repeats 3] [--write]
 
@@ -8,8 +7,11 @@ and German.
    (the Source box and the Translate button shown in chromium). Goal: < 3 s. The time from launching the command to
    that line (Python, torch, transformers and gradio imports, loading the model) is reported beside it.
 2. Translate to views: a 20-token sentence, from the translation appearing in the app to every view drawn in the
-   explorer frame. Goal: < 1 s. Click-to-translation (the model's decoding, greedy, 20 target tokens) beside it.
-3. the static page for that sentence: its size. Goal: < 1 MB.
+   explorer frame, the walk-through included. Goal: < 1 s. Click-to-translation (the model's decoding, greedy, 20
+   target tokens) beside it.
+3. the static page for that sentence: its size (goal: < 1 MB), and in it the walk-through: the time from opening the
+   page to its first step drawn, and the time to draw each step after "next" (median and worst over all steps).
+4. `attention_data` without and with the walk-through (the one extra forward pass with its hooks).
 
 Needs Debian's chromium (/usr/bin/chromium) and playwright. `--write` replaces this benchmark's section of
 benchmarks/RESULTS.md.
@@ -26,9 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-if not __package__:  # run as `python benchmarks/NAME.py`: put the checkout on sys.path
-    import checkout  # noqa: F401
-from benchmarks.checkout import ROOT as REPO_ROOT  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
 from benchmarks.report import machine_description, software_versions, write_section  # noqa: E402
 
 # Multi30k beside the checkout (../shared), or beside the folder of worktrees (../../shared); --data_dir overrides
@@ -115,6 +117,7 @@ def measure_once(folder: Path, sentence: str, playwright) -> dict:
             frame = page.frame_locator("#explorer-frame")
             frame.locator("#explorer[data-ready=true] rect.cell").first.wait_for()
             frame.locator("#positions").wait_for()
+            frame.locator("#walkthrough[data-ready=true] #wt-body").wait_for()
             drawn = time.perf_counter()
             cells = frame.locator("rect.cell").count()
             context.close()
@@ -128,6 +131,34 @@ def measure_once(folder: Path, sentence: str, playwright) -> dict:
             "translation_to_views": drawn - translated, "cells": cells}
 
 
+# in the page: the time "next" takes to draw the following step (synchronous), for every step
+STEP_TIMES_JS = """() => {
+  const times = [], next = document.getElementById("wt-next");
+  while (!document.getElementById("wt-next").disabled) {
+    const start = performance.now();
+    document.getElementById("wt-next").click();
+    times.push(performance.now() - start);
+  }
+  return times;
+}"""
+
+
+def measure_page(path: Path, playwright) -> dict:
+    """The static page from disk: opening it to the walk-through's first step drawn, then each step's drawing."""
+    with tempfile.TemporaryDirectory() as profile:
+        context = playwright.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+                                                                headless=True)
+        page = context.new_page()
+        started = time.perf_counter()
+        page.goto(path.as_uri())
+        page.locator("#walkthrough[data-ready=true] #wt-body").wait_for()
+        opened = time.perf_counter() - started
+        steps = page.evaluate(STEP_TIMES_JS)
+        context.close()
+    return {"open_to_walkthrough": opened, "step_median_ms": statistics.median(steps), "step_worst_ms": max(steps),
+            "steps": len(steps) + 1}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="server starts to measure (default 3; medians)")
@@ -136,19 +167,26 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
-    from vanilla_transformer.inspect.explorer import attention_data, write_html
-    from vanilla_transformer.inspect.plots import _load_any_model_and_tokenizer
+    from vanilla_transformer.cli.explore import load_model_and_tokenizer
+    from vanilla_transformer.inspect.data import attention_data
+    from vanilla_transformer.inspect.page import write_html
 
     machine = machine_description()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "multi30k-random"
         sentence = build_model(folder, args.data_dir)
-        model, tokenizer = _load_any_model_and_tokenizer(str(folder), "cpu")
-        data = attention_data(model, tokenizer, sentence)
+        model, tokenizer = load_model_and_tokenizer(str(folder), "cpu")
+        timings = {False: [], True: []}
+        for _ in range(args.repeats):
+            for walkthrough in (False, True):
+                started = time.perf_counter()
+                data = attention_data(model, tokenizer, sentence, walkthrough=walkthrough)
+                timings[walkthrough].append(time.perf_counter() - started)
         page = write_html(Path(tmp) / "page.html", [data])
         page_bytes = os.path.getsize(page)
         with sync_playwright() as playwright:
             runs = [measure_once(folder, sentence, playwright) for _ in range(args.repeats)]
+            pages = [measure_page(Path(page), playwright) for _ in range(args.repeats)]
     median = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
     worst = {key: max(run[key] for run in runs) for key in runs[0]}
     rows = [
@@ -161,16 +199,26 @@ def main(argv=None) -> None:
         ("  (Translate clicked -> translation shown)", "", f"{median['click_to_translation']:.2f} s",
          f"{worst['click_to_translation']:.2f} s"),
         ("static page of the sentence", "< 1 MB", f"{page_bytes / 1e6:.2f} MB", ""),
+        ("static page opened -> walk-through drawn", "< 1 s",
+         f"{statistics.median(p['open_to_walkthrough'] for p in pages):.2f} s",
+         f"{max(p['open_to_walkthrough'] for p in pages):.2f} s"),
+        (f"walk-through: one step drawn after next ({pages[0]['steps']} steps)", "< 1 s",
+         f"{statistics.median(p['step_median_ms'] for p in pages):.0f} ms",
+         f"{max(p['step_worst_ms'] for p in pages):.0f} ms"),
+        ("attention_data, without -> with the walk-through", "",
+         f"{statistics.median(timings[False]):.2f} -> {statistics.median(timings[True]):.2f} s",
+         f"{max(timings[False]):.2f} -> {max(timings[True]):.2f} s"),
     ]
     text = (f"`python -m benchmarks.explore_speed --repeats {args.repeats}`: the multi30k preset's shape "
-            f"(3 + 3 layers, 4 heads, d_model 256, random weights), a {TARGET_TOKENS}-token sentence translated into "
-            f"{len(data['target_tokens'])} tokens (greedy), chromium headless. {machine}; {software_versions()}.\n\n"
+            f"(3 + 3 layers, 4 heads, d_model 256, d_ff 1024, random weights), a {TARGET_TOKENS}-token sentence "
+            f"translated into {len(data['target_tokens'])} tokens (greedy), chromium headless. {machine}; "
+            f"{software_versions()}.\n\n"
             "| | goal | median | worst |\n|---|---|---|---|\n"
             + "\n".join(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows) + "\n")
     print(f"sentence: {sentence!r}\n")
     print(text)
     if args.write:
-        write_section("## Attention explorer: speed", text)
+        write_section("## Attention explorer: speed", "## Attention explorer: speed\n\n" + text)
 
 
 if __name__ == "__main__":

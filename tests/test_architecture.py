@@ -45,9 +45,6 @@ LOCAL_IMPORTS_ALLOWED = {
     # which need FastAPI and torch, are imported when asked for (the module's __getattr__)
     "vanilla_transformer.serve": {"vanilla_transformer.serve.app", "vanilla_transformer.serve.engine"},
     # modules being split by job; their imports move with them
-    "vanilla_transformer.inspect.explorer": {"importlib", "transformers", "vanilla_transformer.checkpoints.kinds",
-                                             "vanilla_transformer.checkpoints.validate",
-                                             "vanilla_transformer.modeling_vanilla_transformer"},
     "vanilla_transformer.interop.export_marian": {"huggingface_hub", "transformers", "transformers.activations",
                                                   "vanilla_transformer.interop.convert"},
     "vanilla_transformer.training.arguments": {"torch", "transformers", "vanilla_transformer",

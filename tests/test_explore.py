@@ -26,7 +26,9 @@ from vanilla_transformer import (
     VanillaTransformerForSequenceClassification,
 )
 from vanilla_transformer.cli.main import main
-from vanilla_transformer.inspect.explorer import attention_data, render_page, write_html, write_space
+from vanilla_transformer.inspect.data import attention_data
+from vanilla_transformer.inspect.page import render_page, write_html
+from vanilla_transformer.inspect.space import write_space
 from vanilla_transformer.training.tokenizer import train_tokenizer
 
 num2words = pytest.importorskip("num2words").num2words
@@ -535,7 +537,7 @@ def test_static_page_opens_offline_from_disk(browser, tokenizer, tmp_path):
 
 @pytest.mark.parametrize("model_class", [VanillaTransformerForCausalLM, VanillaTransformerForSequenceClassification])
 def test_app_builds_for_the_other_configurations_and_decoding_choices_reach_generate(tokenizer, model_class):
-    from vanilla_transformer.inspect.explorer import build_app, explore_text
+    from vanilla_transformer.inspect.app import build_app, explore_text
 
     model = build(model_class, tokenizer, 2)
     app = build_app(model, tokenizer)
@@ -550,3 +552,178 @@ def test_app_builds_for_the_other_configurations_and_decoding_choices_reach_gene
             explore_text(model, tokenizer, "seventeen", "top-p", 1, 1.0)
     else:
         assert data["decoding"] is None and len(data["label_scores"]) == model.config.num_labels
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The walk-through in a real browser: every step drawn from the model's numbers
+
+
+def unpacked(walkthrough):
+    """The page's packed walk-through (page.Packer) decoded here with numpy: {id(descriptor): array}."""
+    import base64
+    import gzip
+
+    buffer = gzip.decompress(base64.b64decode(walkthrough["packed"]))
+
+    def matrix(desc):
+        shape = desc["shape"]
+        count, cols = int(np.prod(shape)), shape[-1]
+        ints = np.frombuffer(buffer, dtype="<i1" if desc["bits"] == 8 else "<i2", count=count, offset=desc["data"])
+        scale = np.frombuffer(buffer, dtype="<f4", count=count // cols, offset=desc["scale"])
+        return (ints.reshape(-1, cols) * scale[:, None].astype(np.float64)).reshape(shape)
+    return matrix
+
+
+def assert_packed_within_its_precision(packed, matrix, full):
+    """A packed matrix against the full-precision one: each value within half a step of its row's scale."""
+    values, full = matrix(packed), np.asarray(full, dtype=np.float64)
+    step = np.abs(full).max(axis=-1, keepdims=True) / ((1 << (packed["bits"] - 1)) - 1)
+    assert np.all(np.abs(values - full) <= step / 2 + 1e-6)
+
+
+def expected_vector(name, body, page_data, matrix):
+    """What the vector `name` of the step drawn in `body` (its data-* attributes) must hold, from the page's data."""
+    stack, kind = body["stack"], body["kind"]
+    layer, head, token = int(body["layer"]), int(body["head"]), int(body["token"])
+    walk = page_data["walkthrough"]
+    if name in ("token", "position", "sum"):
+        return matrix(walk["embeddings"]["source" if stack == "encoder" else "target"][name])[token]
+    layer_data = walk[stack][layer]
+    attention = layer_data.get(kind, {})
+    kinds = {"encoder": "encoder", "decoder": "decoder"}
+    weights = page_data[("cross" if kind == "cross_attention" else kinds[stack]) + "_attentions"][layer][head]
+    if name == "q":
+        return matrix(attention["q"])[head][token]
+    if name == "scores":
+        return matrix(attention["scores"])[head][token]
+    if name == "masked":
+        row = matrix(attention["scores"])[head][token]
+        return [None if allowed == 0 else value for value, allowed in zip(row, attention["mask"][token])]
+    if name == "weights":
+        return weights[token]
+    if name == "head":
+        dk = attention["q"]["shape"][2]
+        return matrix(attention["context"])[token][head * dk:(head + 1) * dk]
+    if name in ("output", "sublayer"):
+        return matrix(attention["output"])[token]
+    desc = layer_data[name]
+    return matrix(layer_data[desc["same_as"]] if "same_as" in desc else desc)[token]
+
+
+def check_step(frame, page_data, matrix):
+    """Every vector and the output layer's bars of the step shown, against the page's data; one heatmap's hover
+    readout too. Returns the step's attributes."""
+    body = frame.locator("#wt-body").evaluate("b => Object.assign({}, b.dataset)")
+    vectors = frame.locator(".wt-vector").evaluate_all(
+        "vs => vs.map(v => [v.dataset.name, JSON.parse(v.dataset.values)])")
+    for name, drawn in vectors:
+        expected = expected_vector(name, body, page_data, matrix)
+        assert len(drawn) == len(expected), name
+        for d, e in zip(drawn, expected):
+            assert (d is None and e is None) or d == pytest.approx(float(e), abs=1e-5), (name, body)
+    logits = frame.locator("#wt-logits .bar")
+    if logits.count():
+        top = page_data["walkthrough"]["logits"][int(body["token"])]
+        drawn = logits.evaluate_all("bars => bars.map(b => [+b.dataset.id, +b.dataset.value, +b.dataset.logit])")
+        assert [d[0] for d in drawn] == [c["id"] for c in top]
+        np.testing.assert_allclose([d[1] for d in drawn], [c["probability"] for c in top], rtol=0, atol=1e-6)
+        np.testing.assert_allclose([d[2] for d in drawn], [c["logit"] for c in top], rtol=0, atol=1e-6)
+        return body
+    assert vectors, body  # every other step follows the token through at least one vector, and draws a heatmap
+    heat = frame.locator("canvas.wt-heat").first
+    rows, cols = int(heat.get_attribute("data-rows")), int(heat.get_attribute("data-cols"))
+    box = heat.bounding_box()
+    i, j = rows - 1, cols // 2
+    heat.hover(position={"x": (j + 0.5) * box["width"] / cols, "y": (i + 0.5) * box["height"] / rows})
+    readout = frame.locator(f".wt-readout[data-name='{heat.get_attribute('data-name')}']").first
+    assert (int(readout.get_attribute("data-row")), int(readout.get_attribute("data-col"))) == (i, j)
+    assert np.isfinite(float(readout.get_attribute("data-value")))
+    return body
+
+
+def walk_through_every_step(page, frame, page_data, expected):
+    """Step through the whole walk-through (next button, arrow keys, once back), changing the layer, head and token
+    mid-way; every step's drawn values checked. `expected` is attention_data's full-precision walk-through."""
+    matrix = unpacked(page_data["walkthrough"])
+    walk = page_data["walkthrough"]
+    for stack in ("encoder", "decoder"):
+        for ours, full in zip(walk[stack], expected[stack]):
+            for key, value in ours.items():
+                if key.endswith("attention"):
+                    for name, packed in value.items():
+                        if name != "mask":
+                            assert_packed_within_its_precision(packed, matrix, full[key][name])
+                elif "same_as" not in value:
+                    assert_packed_within_its_precision(value, matrix, full[key])
+    frame.locator("#walkthrough[data-ready=true]").wait_for()
+    count = frame.locator("#wt-step option").count()
+    seen = []
+    for step in range(count):
+        body = check_step(frame, page_data, matrix)
+        assert int(body["step"]) == step
+        seen.append((body["stack"], body["kind"]))
+        if step == 3:  # the layer, head and token changed mid-way: the next steps follow them
+            frame.locator("#wt-layer").select_option("1")
+            frame.locator("#wt-head").select_option("2")
+            frame.locator("#wt-token").select_option("2")
+            body = check_step(frame, page_data, matrix)
+            assert (body["layer"], body["head"], body["token"]) == ("1", "2", "2")
+        if step == count - 1:
+            assert frame.locator("#wt-next").is_disabled()
+            break
+        if step % 2:
+            frame.locator("#wt-next").click()
+        else:
+            frame.locator("#wt-body").click(position={"x": 5, "y": 5})  # the page has the focus, not a menu
+            page.keyboard.press("ArrowRight")
+        frame.locator(f"#wt-body[data-step='{step + 1}']").wait_for()
+    page.keyboard.press("ArrowLeft")
+    frame.locator(f"#wt-body[data-step='{count - 2}']").wait_for()
+    return seen, count
+
+
+def test_static_page_walks_through_every_equation_with_the_models_numbers(browser, tokenizer, tmp_path):
+    model = build(VanillaTransformerForConditionalGeneration, tokenizer, 3, normalize_before=True)
+    causal = build(VanillaTransformerForCausalLM, tokenizer, 4)
+    masked = build(VanillaTransformerForMaskedLM, tokenizer, 5)
+    data = [attention_data(model, tokenizer, SOURCE, num_beams=1), attention_data(causal, tokenizer, "seventeen"),
+            attention_data(masked, tokenizer, "three hundred <mask> forty-two")]
+    path = write_html(tmp_path / "explore.html", data)
+    page_data = json.loads(re.search(r'id="attention-data">(.*?)</script>', pathlib.Path(path).read_text(),
+                                     re.S).group(1))
+    page, errors = open_page(browser, pathlib.Path(path).as_uri())
+    page.locator("#explorer[data-ready=true]").wait_for()
+    seen, count = walk_through_every_step(page, page, page_data[0], data[0]["walkthrough"])
+    layers = model.config.encoder_layers + model.config.decoder_layers
+    assert count == 9 + 16 and layers >= 2  # encoder: 9 steps; decoder: 16, the output layer last
+    assert {kind for _, kind in seen} == {"", "self_attention", "cross_attention"}
+    assert "pre-LN" in page.locator("#walkthrough .legend").first.inner_text()
+    for index, expected_count in ((1, 10), (2, 10)):  # decoder-only: no encoder-decoder attention; masked LM: no decoder
+        page.locator("#sentence").select_option(str(index))
+        seen, count = walk_through_every_step(page, page, page_data[index], data[index]["walkthrough"])
+        assert count == expected_count and "cross_attention" not in {kind for _, kind in seen}
+    assert errors == []
+    page.close()
+
+
+def test_live_app_walks_through_its_translation(live_app, browser, model_dir, tokenizer, tmp_path):
+    from transformers import AutoModelForSeq2SeqLM
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
+    expected = attention_data(model, tokenizer, SOURCE)  # the app's default decoding: the generation config's
+    page, errors = open_page(browser, live_app)
+    page.locator("#source textarea").fill(SOURCE)
+    page.locator("#translate").click()
+    page.wait_for_function("t => document.querySelector('#translation textarea').value === t",
+                           arg=expected["translation"], timeout=30_000)
+    frame = page.frame_locator("#explorer-frame")
+    frame.locator("#explorer[data-ready=true]").wait_for()
+    page_data = json.loads(frame.locator("#attention-data").text_content())[0]
+    assert page_data["target_tokens"] == expected["target_tokens"]
+    seen, count = walk_through_every_step(page, frame, page_data, expected["walkthrough"])
+    assert count == 25 and seen[-1] == ("decoder", "")
+    frame.locator("#wt-step").select_option("0")
+    frame.locator("#walkthrough").scroll_into_view_if_needed()
+    screenshot(page, "explore-walkthrough-app.png", tmp_path)
+    assert errors == []
+    page.close()

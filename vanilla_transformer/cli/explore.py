@@ -4,7 +4,7 @@
     vanilla-transformer explore MODEL --html OUT.html --text "..." [--text "..."]
     vanilla-transformer explore MODEL --space DIR [--model-id USER/NAME]
 
-The views are described in `vanilla_transformer.inspect.explorer` and docs/explore.md.
+The views are described in `vanilla_transformer.inspect` and docs/explore.md.
 """
 
 import argparse
@@ -55,25 +55,26 @@ def run(args: argparse.Namespace) -> None:
     if args.overwrite and not (args.html or args.space):
         raise UsageError("--overwrite is for --html or --space (the live app writes nothing)")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    from vanilla_transformer.inspect import explorer as explore
+    from vanilla_transformer.files.staging import staged_file
+    from vanilla_transformer.inspect.app import build_app
+    from vanilla_transformer.inspect.data import attention_data
+    from vanilla_transformer.inspect.page import render_page
 
     _check_outputs(args)  # before the (slow) model run
     if args.space:
-        out = _write_space(explore, args)
+        out = _write_space(args)
         print(f"Wrote the Space folder {out}; publish it with huggingface_hub.upload_folder(folder_path="
               f"{out!r}, repo_id='USER/NAME', repo_type='space')")
         return
     model, tokenizer = load_model_and_tokenizer(args.model, args.device)
     if args.html:
-        from vanilla_transformer.files.staging import staged_file
-
-        data = [explore.attention_data(model, tokenizer, text) for text in args.text]
+        data = [attention_data(model, tokenizer, text) for text in args.text]
         with staged_file(args.html, inputs=_local(args.model), what="--html", overwrite=args.overwrite) as f:
-            f.write(explore.render_page(data))
+            f.write(render_page(data))
         print(f"Wrote {args.html} ({os.path.getsize(args.html) / 1e6:.2f} MB, {len(data)} sentence(s)); "
               "it opens offline in any browser")
         return
-    app = explore.build_app(model, tokenizer)
+    app = build_app(model, tokenizer)
     app.launch(server_name=args.host, server_port=args.port, prevent_thread_lock=True, quiet=True)
     print(f"Attention explorer running on {app.local_url} (Ctrl+C stops it)", flush=True)
     try:
@@ -94,13 +95,14 @@ def _check_outputs(args: argparse.Namespace) -> None:
         check_output_folder(args.space, overwrite=args.overwrite, inputs=_local(args.model))
 
 
-def _write_space(explore, args: argparse.Namespace) -> str:
+def _write_space(args: argparse.Namespace) -> str:
     """The Space folder, written whole through `files.staging.staged_folder` (a full disk or a read-only place is
     one line naming --space)."""
     from vanilla_transformer.files.staging import staged_folder
+    from vanilla_transformer.inspect.space import write_space
 
     with staged_folder(args.space, overwrite=args.overwrite, inputs=_local(args.model)) as folder:
-        explore.write_space(args.model, folder, model_id=args.model_id)
+        write_space(args.model, folder, model_id=args.model_id)
     return args.space
 
 

@@ -420,12 +420,22 @@
 
   // ---------------------------------------------------------------------------------------------------------
 
+  // the walk-through (walkthrough.js, walkthrough_steps.js) draws with these
+  var HELPERS = { el: el, fmt: fmt, select: select, tellHeight: function () { tellHeight(); } };
+
+  function walkthroughView() {
+    var box = el("section", { id: "walkthrough" });
+    if (data().walkthrough) VTWalkthrough.mount(box, data(), HELPERS);
+    return box;
+  }
+
   function draw() {
     root.innerHTML = "";
     root.appendChild(header());
     root.appendChild(controls());
     root.appendChild(attentionView());
     root.appendChild(stepView());
+    root.appendChild(walkthroughView());
     root.appendChild(positionsView());
     root.setAttribute("data-ready", "true");
     tellHeight();

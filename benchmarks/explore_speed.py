@@ -28,9 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
-
+if not __package__:  # run as `python benchmarks/NAME.py`: put the checkout on sys.path
+    import checkout  # noqa: F401
+from benchmarks.checkout import ROOT as REPO_ROOT  # noqa: E402
 from benchmarks.report import machine_description, software_versions, write_section  # noqa: E402
 
 # Multi30k beside the checkout (../shared), or beside the folder of worktrees (../../shared); --data_dir overrides

@@ -32,7 +32,7 @@ ATTENTION_KINDS = ("cross", "encoder", "decoder")
 _INSTALL_HINT = 'pip install "vanilla-transformer[plot]"'
 
 
-def _figure(**kwargs):
+def new_figure(**kwargs):
     """A standalone matplotlib Figure with constrained layout, or an ImportError that says how to get matplotlib."""
     try:
         from matplotlib.figure import Figure
@@ -209,7 +209,7 @@ def plot_attention(
     if figsize is None:
         title_width = 0.085 * max(len(line) for line in title.splitlines())  # 10-point characters
         figsize = (max(ncols * panel_width + 1.2, title_width), nrows * panel_height + 0.8)
-    fig = _figure(figsize=figsize)
+    fig = new_figure(figsize=figsize)
     axes = fig.subplots(nrows, ncols, squeeze=False)
     vmax = max(float(matrix.max()) for _, matrix in panels)
     x_label, y_label = _AXIS_LABELS[attention.kind]
@@ -318,7 +318,7 @@ def plot_positions(
     if model is not None:
         description = f"{type(model).__name__}: {description}"
 
-    fig = _figure(figsize=figsize)
+    fig = new_figure(figsize=figsize)
     heat_ax, curve_ax = fig.subplots(2, 1, height_ratios=[3, 2])
     limit = float(np.abs(matrix).max())
     image = heat_ax.imshow(matrix, cmap=cmap, vmin=-limit, vmax=limit, aspect="auto", interpolation="nearest")
@@ -395,7 +395,7 @@ def plot_training(run: str, *, metrics: Sequence[str] | None = None, figsize: tu
             raise ValueError(f"metric(s) {missing} not in {path}; logged evaluation values: {available}")
 
     panels = 2 + bool(metrics)
-    fig = _figure(figsize=figsize or (8.0, 2.6 * panels))
+    fig = new_figure(figsize=figsize or (8.0, 2.6 * panels))
     axes = fig.subplots(panels, 1, sharex=True, squeeze=False)[:, 0]
 
     ax = axes[0]

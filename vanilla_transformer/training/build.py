@@ -9,6 +9,7 @@ from huggingface_hub.errors import StrictDataclassError
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from vanilla_transformer.training.corpus import sample_texts
 from vanilla_transformer.training.data import (
     SPLITS,
     DataError,
@@ -25,6 +26,12 @@ from vanilla_transformer.training.metrics import bleu_metric
 from vanilla_transformer.training.precision import precision_in_use
 from vanilla_transformer.training.summary import RunState
 from vanilla_transformer.training.tokenizer import train_tokenizer
+from vanilla_transformer.training.train_data import (
+    cached_training_set,
+    open_text_corpus,
+    streaming_training_set,
+    tokenizer_texts,
+)
 from vanilla_transformer.training.trainer import TranslationTrainer
 
 
@@ -44,7 +51,9 @@ def check_options(data_args, model_args) -> None:
 
 
 def load_splits(data_args, training_args):
-    """-> ({split: Dataset(source, target)}, source_lang, target_lang, description for the card)."""
+    """-> ({split: Dataset(source, target)}, source_lang, target_lang, description for the card, the `TextCorpus`
+    of training text files or None). The training pair of text files is cached out of core (training/corpus.py),
+    or only checked when streamed (no train split then); the other splits are small and held in memory."""
     files = {split: (getattr(data_args, f"{split}_source"), getattr(data_args, f"{split}_target")) for split in SPLITS}
     any_files = any(path is not None for pair in files.values() for path in pair)
     if data_args.dataset_name and any_files:
@@ -58,15 +67,18 @@ def load_splits(data_args, training_args):
         name = data_args.dataset_name  # a Hub id names the data set in the card's metadata; a folder its basename
         if os.path.isdir(name):
             name = os.path.basename(os.path.abspath(name))
-        return splits, data_args.source_lang, data_args.target_lang, name
+        return splits, data_args.source_lang, data_args.target_lang, name, None
     if any_files:
         if files["train"] == (None, None):
             raise UsageError("Text files need a training pair: --train_source and --train_target.")
-        splits = load_text_files(files)
+        splits = load_text_files({split: pair for split, pair in files.items() if split != "train"})
+        corpus = open_text_corpus(data_args, training_args)
+        if corpus.pairs is not None:
+            splits = {"train": corpus.pairs, **splits}
         source_lang = data_args.source_lang or language_from_extension(data_args.train_source)
         target_lang = data_args.target_lang or language_from_extension(data_args.train_target)
         folder = os.path.basename(os.path.dirname(os.path.abspath(data_args.train_source)))
-        return splits, source_lang, target_lang, folder or os.path.basename(data_args.train_source)
+        return splits, source_lang, target_lang, folder or os.path.basename(data_args.train_source), corpus
     if data_args.preset != "demo":
         raise UsageError(f"--preset {data_args.preset} needs data: text files (--train_source/--train_target, "
                          "...) or --dataset_name. Only the demo preset generates its own corpus.")
@@ -77,7 +89,7 @@ def load_splits(data_args, training_args):
     if unknown:
         raise UsageError(f"num2words has no language {', '.join(unknown)} to generate the demo corpus.")
     splits = demo_splits(data_args.demo_train_size, training_args.seed, source_lang, target_lang)
-    return splits, source_lang, target_lang, "number words generated with num2words"
+    return splits, source_lang, target_lang, "number words generated with num2words", None
 
 
 def first_samples(dataset, n: int | None):
@@ -86,21 +98,21 @@ def first_samples(dataset, n: int | None):
 
 
 def load_data(data_args, training_args):
-    """-> (splits cut to --max_*_samples, source_lang, target_lang, data set name for the card)."""
-    splits, source_lang, target_lang, dataset_name = load_splits(data_args, training_args)
+    """-> (splits cut to --max_*_samples, source_lang, target_lang, data set name for the card, TextCorpus or None)."""
+    splits, source_lang, target_lang, dataset_name, corpus = load_splits(data_args, training_args)
     limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
               "test": data_args.max_test_samples}
     splits = {split: first_samples(dataset, limits[split]) for split, dataset in splits.items()}
-    log(training_args, "Data: " + ", ".join(f"{split} {len(d):,} pairs" for split, d in splits.items())
-         + f" ({source_lang or '?'} -> {target_lang or '?'})")
-    return splits, source_lang, target_lang, dataset_name
+    sizes = [f"{split} {len(d):,} pairs" for split, d in splits.items()]
+    if corpus is not None and corpus.streaming:
+        sizes.insert(0, f"train {corpus.pairs_read:,} pairs (streamed)")
+    log(training_args, "Data: " + ", ".join(sizes) + f" ({source_lang or '?'} -> {target_lang or '?'})")
+    return splits, source_lang, target_lang, dataset_name, corpus
 
 
-def build_tokenizer(data_args, model_args, training_args, splits, resume: str | None):
+def build_tokenizer(data_args, model_args, training_args, splits, resume: str | None, corpus=None):
     """The tokenizer of --tokenizer_name, --model_name_or_path or the resumed checkpoint; otherwise a shared BPE
     vocabulary trained on both sides of the training data (by the main process; the others load its copy)."""
-
-
     source = data_args.tokenizer_name or resume or model_args.model_name_or_path
     if source is not None:
         return AutoTokenizer.from_pretrained(source)
@@ -108,15 +120,11 @@ def build_tokenizer(data_args, model_args, training_args, splits, resume: str | 
     shared = os.path.join(training_args.output_dir, ".tokenizer-for-other-processes")
     with training_args.main_process_first(desc="training the BPE tokenizer"):
         if training_args.local_process_index == 0:
-            train = splits["train"]
-
-            def texts():
-                for start in range(0, len(train), 10_000):
-                    batch = train[start:start + 10_000]
-                    yield from batch["source"]
-                    yield from batch["target"]
-
-            tokenizer = train_tokenizer(texts(), vocab_size=data_args.vocab_size,
+            if corpus is not None:
+                texts = tokenizer_texts(corpus, data_args, training_args.seed)
+            else:
+                texts = sample_texts(splits["train"], data_args.tokenizer_sample_lines, training_args.seed)[0]
+            tokenizer = train_tokenizer(texts, vocab_size=data_args.vocab_size,
                                         model_max_length=max(data_args.max_source_length, data_args.max_target_length))
             if training_args.world_size > 1:  # for the other processes; the checkpoints and final save hold it
                 tokenizer.save_pretrained(shared)
@@ -192,12 +200,17 @@ def describe_model(model, tokenizer, training_args, bpe_dropout: float = 0.0) ->
             f"{precision_in_use(training_args)}")
 
 
-def build_trainer(model, tokenizer, splits, data_args, training_args, state: RunState, callbacks=None):
+def build_trainer(model, tokenizer, splits, data_args, training_args, state: RunState, callbacks=None,
+                  corpus=None):
     """-> (TranslationTrainer, tokenized splits, their texts). Validation BLEU is computed only with a split."""
-
-
-    tokenized, texts = tokenize_splits(splits, tokenizer, data_args.max_source_length, data_args.max_target_length,
-                                       keep_train_text=data_args.bpe_dropout > 0)
+    keep_text = data_args.bpe_dropout > 0
+    small = {split: dataset for split, dataset in splits.items() if corpus is None or split != "train"}
+    tokenized, texts = tokenize_splits(small, tokenizer, data_args.max_source_length, data_args.max_target_length,
+                                       keep_train_text=keep_text)
+    if corpus is not None and corpus.streaming:
+        tokenized["train"] = streaming_training_set(corpus, tokenizer, data_args, training_args)
+    elif corpus is not None:
+        tokenized["train"] = cached_training_set(corpus, tokenizer, data_args, training_args, keep_text)
     train_dataset = tokenized["train"]
     if data_args.bpe_dropout > 0:
         try:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from vanilla_transformer.training.budget import BudgetPlan
 from vanilla_transformer.training.precision import precision_in_use
+from vanilla_transformer.training.train_data import TextCorpus
 
 
 @dataclass
@@ -20,6 +21,7 @@ class RunState:
     metrics: dict | None = None  # numeric scores and the split they were measured on
     signatures: dict = field(default_factory=dict)  # sacreBLEU's signatures of those scores
     training_summary: dict | None = None
+    corpus: TextCorpus | None = None  # the training text files: pairs read and used, cleaning, tokenizer sample
 
     def card_fields(self) -> dict:
         """The keyword arguments of `render_model_card`."""
@@ -60,6 +62,17 @@ def training_summary(data_args, training_args, model, trainer, state: "RunState"
         "checkpoint averaging": f"last {state.averaged} checkpoints" if state.averaged else "none",
         "training time": f"{metrics.get('train_runtime', 0) / 60:.1f} min",
     }
+    corpus = state.corpus
+    if corpus is not None:
+        summary["training pairs read"] = corpus.pairs_read
+        summary["cleaning"] = (
+            "pairs dropped (the rules of Moses' clean-corpus-n.perl): "
+            + ", ".join(f"{rule.replace('_', ' ')} {count:,}" for rule, count in corpus.cleaning.items())
+            if corpus.cleaning and not data_args.no_clean else
+            "empty side, too long, length ratio above 9, applied while streaming" if corpus.streaming
+            and not data_args.no_clean else "none (--no_clean)")
+        if corpus.tokenizer_sample:
+            summary["tokenizer"] = f"BPE vocabulary trained on {corpus.tokenizer_sample}"
     if data_args.bpe_dropout:
         summary["BPE-dropout"] = f"{data_args.bpe_dropout:g} (Provilkov et al. 2020; training only)"
     if state.budget:

@@ -94,12 +94,13 @@ def run(data_args, model_args, training_args, explicit: set[str] = frozenset(), 
 
     # Nothing is written before the lock: data, tokenizer, model and trainer are built and checked first (only the
     # processes of a distributed run share the new tokenizer through a hidden folder).
-    splits, source_lang, target_lang, dataset_name = load_data(data_args, training_args)
-    tokenizer = build_tokenizer(data_args, model_args, training_args, splits, resume)
+    splits, source_lang, target_lang, dataset_name, corpus = load_data(data_args, training_args)
+    tokenizer = build_tokenizer(data_args, model_args, training_args, splits, resume, corpus)
     model = build_model(model_args, PRESETS[data_args.preset], tokenizer, resume)
     prepare_model(model, tokenizer, data_args, model_args, training_args)
-    state = RunState(source_lang, target_lang, data_args.dataset_card_name or dataset_name)
-    trainer, tokenized, texts = build_trainer(model, tokenizer, splits, data_args, training_args, state, callbacks)
+    state = RunState(source_lang, target_lang, data_args.dataset_card_name or dataset_name, corpus=corpus)
+    trainer, tokenized, texts = build_trainer(model, tokenizer, splits, data_args, training_args, state, callbacks,
+                                              corpus)
 
     with output_dir_lock(training_args), writing_errors(training_args.output_dir):
         prepare_output_dir(training_args, resume, inputs)
@@ -118,8 +119,11 @@ def run(data_args, model_args, training_args, explicit: set[str] = frozenset(), 
                              "split": evaluated_split}
         if state.budget is not None:
             metrics["time_budget"] = state.budget.card_entry()
+        if corpus is not None:
+            metrics.update(corpus.report())
+        training_pairs = corpus.pairs_used if corpus is not None else len(tokenized["train"])
         state.training_summary = training_summary(data_args, training_args, model, trainer, state,
-                                                  training_pairs=len(tokenized["train"]), metrics=metrics)
+                                                  training_pairs=training_pairs, metrics=metrics)
         save(trainer, training_args, metrics, staging)
         commit_final_save(trainer, training_args, staging)
     metrics["total_seconds"] = round(time.monotonic() - started, 1)

@@ -27,6 +27,7 @@ from vanilla_transformer.training.precision import precision_in_use
 from vanilla_transformer.training.summary import RunState
 from vanilla_transformer.training.tokenizer import train_tokenizer
 from vanilla_transformer.training.train_data import (
+    cached_tokenizer,
     cached_training_set,
     open_text_corpus,
     streaming_training_set,
@@ -116,6 +117,13 @@ def build_tokenizer(data_args, model_args, training_args, splits, resume: str | 
     source = data_args.tokenizer_name or resume or model_args.model_name_or_path
     if source is not None:
         return AutoTokenizer.from_pretrained(source)
+
+    def train(texts):
+        return train_tokenizer(texts, vocab_size=data_args.vocab_size,
+                               model_max_length=max(data_args.max_source_length, data_args.max_target_length))
+
+    if corpus is not None and not corpus.streaming:  # kept in the corpus cache, beside the pairs it was trained on
+        return cached_tokenizer(corpus, data_args, training_args, train)
     # nothing is written into --output_dir before every option is checked: other processes read a hidden copy
     shared = os.path.join(training_args.output_dir, ".tokenizer-for-other-processes")
     with training_args.main_process_first(desc="training the BPE tokenizer"):
@@ -124,8 +132,7 @@ def build_tokenizer(data_args, model_args, training_args, splits, resume: str | 
                 texts = tokenizer_texts(corpus, data_args, training_args.seed)
             else:
                 texts = sample_texts(splits["train"], data_args.tokenizer_sample_lines, training_args.seed)[0]
-            tokenizer = train_tokenizer(texts, vocab_size=data_args.vocab_size,
-                                        model_max_length=max(data_args.max_source_length, data_args.max_target_length))
+            tokenizer = train(texts)
             if training_args.world_size > 1:  # for the other processes; the checkpoints and final save hold it
                 tokenizer.save_pretrained(shared)
         else:

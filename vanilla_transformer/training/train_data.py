@@ -5,11 +5,15 @@ Under torchrun / accelerate launch the main process of each machine reads and to
 (`main_process_first`); they then find its cached files and read them: one tokenization, one set of files.
 """
 
+import hashlib
+import json
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import datasets
+from transformers import AutoTokenizer
 
 from vanilla_transformer.training.corpus import (
     check_pairs,
@@ -85,6 +89,33 @@ def tokenizer_texts(corpus: TextCorpus, data_args, seed: int) -> Iterator[str]:
     if corpus.streaming:
         return sample_file_texts(corpus.source, corpus.target, corpus.pairs_read, limit, seed)
     return sample_texts(corpus.pairs, limit, seed)[0]
+
+
+def cached_tokenizer(corpus: TextCorpus, data_args, training_args, train):
+    """The BPE tokenizer `train(texts)` makes from `tokenizer_texts`, kept in the corpus cache under a fingerprint
+    of (pairs, vocabulary size, sample size, seed, maximum length): the main process trains it once, every later
+    run and every other process loads it."""
+    key = hashlib.sha256(json.dumps([corpus.key, len(corpus.pairs), data_args.vocab_size,
+                                     data_args.tokenizer_sample_lines, training_args.seed,
+                                     max(data_args.max_source_length, data_args.max_target_length)]).encode())
+    folder = os.path.join(corpus.cache_dir, f"pairs-{corpus.key}", f"tokenizer-{key.hexdigest()[:20]}")
+    log = _process_log(training_args)
+    if corpus.pairs_read > data_args.tokenizer_sample_lines:
+        corpus.tokenizer_sample = (f"a random sample (seed {training_args.seed}) of "
+                                   f"{data_args.tokenizer_sample_lines:,} of the {corpus.pairs_read:,} training pairs")
+    with training_args.main_process_first(desc="training the BPE tokenizer"):
+        if os.path.isfile(os.path.join(folder, "tokenizer.json")):
+            log(f"Reusing the BPE tokenizer in {folder}")
+            return AutoTokenizer.from_pretrained(folder)
+        tokenizer = train(tokenizer_texts(corpus, data_args, training_args.seed))
+        temporary = f"{folder}.tmp-{os.getpid()}"
+        tokenizer.save_pretrained(temporary)
+        try:
+            os.rename(temporary, folder)
+        except OSError:  # another machine's main process sharing the cache saved the same tokenizer first
+            shutil.rmtree(temporary)
+        log(f"Trained the BPE tokenizer, kept in {folder}")
+    return tokenizer
 
 
 def cached_training_set(corpus: TextCorpus, tokenizer, data_args, training_args, keep_text: bool):

@@ -15,7 +15,6 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
 from vanilla_transformer.training.batching import TokenBudgetBatchSampler, cut_points
 from vanilla_transformer.training.corpus import check_pairs, read_corpus, read_lines
@@ -61,19 +60,25 @@ def run_args(source, target, out, cache, *extra):
 
 
 class CountTokenizerCalls:
-    """Counts the training sentences a run hands to the tokenizer (the fast tokenizer's batched calls)."""
+    """Counts the training sentences a run hands to the tokenizer: every encoder that training/corpus.py makes
+    (`batch_encoder`, around the fast tokenizer's batched calls) is wrapped."""
 
     def __init__(self, monkeypatch, sentences):
+        from vanilla_transformer.training import corpus
+
         self.sentences, self.seen = set(sentences), 0
-        original = PreTrainedTokenizerBase.__call__
+        original = corpus.batch_encoder
 
-        def counting(tokenizer, text=None, *args, text_target=None, **kwargs):
-            for batch in (text, text_target):
-                if isinstance(batch, list):
-                    self.seen += sum(sentence in self.sentences for sentence in batch)
-            return original(tokenizer, text, *args, text_target=text_target, **kwargs)
+        def counting_encoder(*args, **kwargs):
+            encode = original(*args, **kwargs)
 
-        monkeypatch.setattr(PreTrainedTokenizerBase, "__call__", counting)
+            def counted(texts):
+                self.seen += sum(text in self.sentences for text in texts)
+                return encode(texts)
+
+            return counted
+
+        monkeypatch.setattr(corpus, "batch_encoder", counting_encoder)
 
 
 def test_a_second_run_tokenizes_nothing_and_a_changed_file_or_option_tokenizes_again(tmp_path, monkeypatch, capsys):
@@ -191,7 +196,7 @@ def test_a_streamed_run_trains_resumes_like_an_uninterrupted_one_and_writes_no_c
 def test_streaming_needs_a_number_of_steps(tmp_path):
     source, target = write_pairs(tmp_path, distinct_pairs(20))
     with pytest.raises(SystemExit) as raised:
-        train_main(run_args(source, target, tmp_path / "out", tmp_path / "cache", "--streaming"))
+        train_main(run_args(source, target, tmp_path / "out", tmp_path / "cache", "--streaming", "--max_steps", "-1"))
     assert "--streaming reads the files as an endless stream: give --max_steps" in str(raised.value.code)
     assert not (tmp_path / "out").exists()
 
@@ -350,3 +355,17 @@ def test_two_gloo_processes_tokenize_once_and_split_the_single_process_batches(t
     assert sorted(two) == [1, 2, 3]
     for step in (1, 2, 3):
         assert two[step] == pytest.approx(one[step], rel=1e-4), step
+
+
+@pytest.mark.parametrize("max_length", [4, 9, 200])
+def test_the_batch_encoder_gives_the_ids_of_the_tokenizers_own_truncating_call(max_length):
+    from translation_fixtures import ENGLISH, GERMAN, tiny_tokenizer
+    from vanilla_transformer.training.corpus import batch_encoder
+
+    tokenizer = tiny_tokenizer()
+    texts = ENGLISH + GERMAN + ["", "  ", "ünïcödé ☃ text"]
+    assert batch_encoder(tokenizer, max_length)(texts) == tokenizer(texts, max_length=max_length,
+                                                                    truncation=True)["input_ids"]
+    assert batch_encoder(tokenizer, max_length, target=True)(texts) == tokenizer(
+        text_target=texts, max_length=max_length, truncation=True)["input_ids"]
+    assert tokenizer(ENGLISH[:1])["input_ids"] == tiny_tokenizer()(ENGLISH[:1])["input_ids"]  # the copy truncates

@@ -22,6 +22,7 @@ Every file is written under a temporary name and renamed into place once whole, 
 never read half a file; the cache holds only what these functions wrote, and deleting it only costs a re-read.
 """
 
+import copy
 import gzip
 import hashlib
 import itertools
@@ -198,6 +199,23 @@ TOKEN_FEATURES = datasets.Features({
 })
 
 
+def batch_encoder(tokenizer, max_length: int, target: bool = False):
+    """sentences -> token ids, truncated to `max_length` (special tokens included) as `tokenizer(...,
+    truncation=True)` makes them. A fast tokenizer whose target side is its source side is called through its
+    `tokenizers` backend (`encode_batch_fast`, a copy set to truncate): the same ids, without building the
+    BatchEncoding (benchmarks/data_scale.py times tokenization)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or not hasattr(backend, "encode_batch_fast") or type(tokenizer).__name__ not in (
+            "PreTrainedTokenizerFast", "TokenizersBackend"):
+        if target:
+            return lambda texts: tokenizer(text_target=texts, max_length=max_length, truncation=True)["input_ids"]
+        return lambda texts: tokenizer(texts, max_length=max_length, truncation=True)["input_ids"]
+    backend = copy.deepcopy(backend)
+    backend.enable_truncation(max_length)
+    backend.no_padding()
+    return lambda texts: [encoding.ids for encoding in backend.encode_batch_fast(texts)]
+
+
 def tokens_fingerprint(pairs_key: str, tokenizer, max_source_length: int, max_target_length: int,
                        clean: bool) -> str:
     backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -223,11 +241,11 @@ def tokenize_corpus(pairs, pairs_key: str, tokenizer, max_source_length: int, ma
             parts = [datasets.Dataset.from_file(os.path.join(folder, name)) for name in files]
             return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
     extra = int(clean)
+    encode_sources = batch_encoder(tokenizer, max_source_length + extra)
+    encode_targets = batch_encoder(tokenizer, max_target_length + extra, target=True)
 
     def encode(batch):
-        sources = tokenizer(batch["source"], max_length=max_source_length + extra, truncation=True)["input_ids"]
-        targets = tokenizer(text_target=batch["target"], max_length=max_target_length + extra,
-                            truncation=True)["input_ids"]
+        sources, targets = encode_sources(batch["source"]), encode_targets(batch["target"])
         return {"input_ids": sources, "labels": targets, "source_length": [len(ids) for ids in sources],
                 "target_length": [len(ids) for ids in targets],
                 "pair_hash": pair_hashes(batch["source"], batch["target"])}

@@ -21,7 +21,7 @@ from datasets import IterableDataset
 from datasets.distributed import split_dataset_by_node
 
 from vanilla_transformer.training.batching import cut_points
-from vanilla_transformer.training.corpus import MAX_LENGTH_RATIO, read_lines
+from vanilla_transformer.training.corpus import MAX_LENGTH_RATIO, batch_encoder, read_lines
 
 
 def _pairs(source: str, target: str) -> Iterator[dict]:
@@ -48,13 +48,11 @@ class StreamingTokenBatches(torch.utils.data.IterableDataset):
         stream.set_epoch(epoch)
         stream = split_dataset_by_node(stream, rank=self.rank, world_size=self.world_size)
         extra = int(self.clean)  # one token above the limit: a longer pair is seen to be, and dropped
+        encode_sources = batch_encoder(self.tokenizer, self.max_source_length + extra)
+        encode_targets = batch_encoder(self.tokenizer, self.max_target_length + extra, target=True)
 
         def encode(batch):
-            sources = self.tokenizer(batch["source"], max_length=self.max_source_length + extra,
-                                     truncation=True)["input_ids"]
-            targets = self.tokenizer(text_target=batch["target"], max_length=self.max_target_length + extra,
-                                     truncation=True)["input_ids"]
-            return {"input_ids": sources, "labels": targets}
+            return {"input_ids": encode_sources(batch["source"]), "labels": encode_targets(batch["target"])}
 
         stream = stream.map(encode, batched=True, batch_size=1_000, remove_columns=["source", "target"])
         if self.clean:

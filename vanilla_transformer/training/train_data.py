@@ -65,6 +65,12 @@ def open_text_corpus(data_args, training_args) -> TextCorpus:
     cache_dir = os.path.abspath(data_args.data_cache_dir or default_cache_dir())
     corpus = TextCorpus(data_args.train_source, data_args.train_target, data_args.streaming, cache_dir)
     if data_args.streaming:
+        if not training_args.max_tokens:
+            raise UsageError("--streaming makes token batches: give --max_tokens (the presets do).")
+        if training_args.max_steps is None or training_args.max_steps <= 0:
+            raise UsageError("--streaming reads the files as an endless stream: give --max_steps or --max_train_minutes.")
+        if data_args.bpe_dropout:
+            raise UsageError("--bpe_dropout needs the cached training pairs; drop --streaming or --bpe_dropout.")
         if data_args.max_train_samples is not None:
             raise UsageError("--max_train_samples does not apply to --streaming (give --max_steps).")
         with training_args.main_process_first(desc="checking the training files"):
@@ -151,12 +157,6 @@ def cached_training_set(corpus: TextCorpus, tokenizer, data_args, training_args,
 
 def streaming_training_set(corpus: TextCorpus, tokenizer, data_args, training_args) -> StreamingTokenBatches:
     """This process's endless stream of token batches; the run's length comes from --max_steps or the budget."""
-    if not training_args.max_tokens:
-        raise UsageError("--streaming makes token batches: give --max_tokens (the presets do).")
-    if training_args.max_steps is None or training_args.max_steps <= 0:
-        raise UsageError("--streaming reads the files as an endless stream: give --max_steps or --max_train_minutes.")
-    if data_args.bpe_dropout:
-        raise UsageError("--bpe_dropout needs the cached training pairs; drop --streaming or --bpe_dropout.")
     return StreamingTokenBatches(
         corpus.source, corpus.target, tokenizer, max_source_length=data_args.max_source_length,
         max_target_length=data_args.max_target_length, max_tokens=training_args.max_tokens,

@@ -123,8 +123,8 @@ def folder_size(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
-def render(rows: list[dict], command: str, load: tuple[float, float]) -> str:
-    lines = [SECTION, "", f"`{command}`, {time.strftime('%Y-%m-%d')}; {machine_description()}; "
+def render(rows: list[dict], command: str, load: tuple[float, float], machine: str) -> str:
+    lines = [SECTION, "", f"`{command}`, {time.strftime('%Y-%m-%d')}; {machine}; "
              f"{software_versions()}. Load average {load[0]:.1f} at the start and {load[1]:.1f} at the end "
              "(other jobs share the 2 cores).", "",
              "| training pairs | first run: time to first step | first run: peak memory (process tree) | cache on "
@@ -153,7 +153,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--write", action="store_true", help="replace this benchmark's section of RESULTS.md")
     args, extra = parser.parse_known_args(argv)
     load_start = os.getloadavg()[0]
-    print(machine_description(), flush=True)
+    machine = machine_description()
+    print(machine, flush=True)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="data-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
     command = "python -m benchmarks.data_scale " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = render(rows, command.strip(), (load_start, os.getloadavg()[0]))
+    text = render(rows, command.strip(), (load_start, os.getloadavg()[0]), machine)
     print(text)
     if args.write:
         write_section(SECTION, text)

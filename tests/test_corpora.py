@@ -2,7 +2,7 @@
 
 Oracles: the tokenizer's own calls counted while a run tokenizes, the cache folder's files, planted bad pairs of
 each kind counted by construction, Python's gzip module and `wc -l`'s count of lines, tracemalloc's peak, an
-uninterrupted run of the same streamed training, and the sampler of the previous implementation written out.
+uninterrupted run of the same streamed training, and the token-budget cut written out with Python lists.
 """
 
 import gzip

@@ -75,7 +75,7 @@ def test_the_pre_ln_preset_is_multi30k_with_pre_layernorm_a_smaller_ffn_and_voca
     learning rate of `multi30k`, nothing else; the model it builds is pre-LayerNorm (a final LayerNorm on each stack)
     with d_ff 512 and dropout 0.2, and `multi30k`'s is the paper's post-LN with d_ff 1,024 and dropout 0.1."""
     from vanilla_transformer import VanillaTransformerConfig
-    from vanilla_transformer.training.train import build_model
+    from vanilla_transformer.training.build import build_model
 
     post, pre = PRESETS["multi30k"], PRESETS["multi30k-pre-ln"]
     assert pre.model["normalize_before"] and not post.model.get("normalize_before", False)
@@ -109,7 +109,7 @@ def test_the_preset_sets_the_decoding_of_a_new_model_and_the_option_overrides_it
     """generation_config of a new model: the preset's length penalty (multi30k), the model's 0.6 for a preset without
     one (demo), --length_penalty over both; a --model_name_or_path checkpoint keeps its own unless the option is
     given. Beam 4 stays."""
-    from vanilla_transformer.training.train import build_model
+    from vanilla_transformer.training.build import build_model
 
     cases = [("multi30k", [], 1.4), ("multi30k", ["--length_penalty", "0.8"], 0.8), ("demo", [], 0.6),
              ("demo", ["--length_penalty", "1.1"], 1.1)]

@@ -13,7 +13,7 @@ import pytest
 
 from vanilla_transformer.training.arguments import parse_arguments
 from vanilla_transformer.training.budget import BudgetSchedule, plan_budget
-from vanilla_transformer.training.train import finished_run
+from vanilla_transformer.training.run_folder import finished_run
 from vanilla_transformer.training.train import main as train_main
 
 TINY = dict(d_model=32, encoder_layers=1, decoder_layers=1, attention_heads=2, ffn_dim=64, vocab_size=90,

@@ -35,7 +35,7 @@ from vanilla_transformer.files import (
 )
 from vanilla_transformer.training.average_checkpoints import main as average_main
 from vanilla_transformer.training.data import DataError, read_parallel_files
-from vanilla_transformer.training.train import checkpoint_problem
+from vanilla_transformer.training.run_folder import checkpoint_problem
 from vanilla_transformer.training.train import main as train_main
 
 TINY_OPTIONS = dict(

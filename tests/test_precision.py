@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import vanilla_transformer.training.precision as precision
-from vanilla_transformer.training.train import parse_arguments
+from vanilla_transformer.training.arguments import parse_arguments
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel

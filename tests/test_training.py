@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import torch
 
+from vanilla_transformer.training.arguments import parse_arguments
 from vanilla_transformer.training.average_checkpoints import average_checkpoints, last_checkpoints
 from vanilla_transformer.training.average_checkpoints import main as average_main
 from vanilla_transformer.training.batching import TokenBudgetBatchSampler
 from vanilla_transformer.training.presets import PAPER_RECIPE, PRESETS, paper_learning_rate
 from vanilla_transformer.training.train import main as train_main
-from vanilla_transformer.training.train import parse_arguments
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -262,7 +262,7 @@ def test_presets_set_the_paper_recipe_and_every_flag_overrides_them(tmp_path):
 def test_the_model_line_names_the_regularisation_the_options_set():
     """The `Model:` line printed at the start reports what was chosen: extra dropouts only where they are on."""
     from translation_fixtures import tiny_tokenizer
-    from vanilla_transformer.training.train import build_model, describe_model
+    from vanilla_transformer.training.build import build_model, describe_model
 
     data = ["--train_source", "a.en", "--train_target", "a.de", "--d_model", "32", "--ffn_dim", "64"]
     lines = {}

@@ -55,6 +55,28 @@ class DataArguments:
         "help": "BPE-dropout (Provilkov et al. 2020): while training, each BPE merge is skipped with this "
                 "probability, so the training sentences are segmented anew every time (0.1 in the paper; 0: off). "
                 "Needs a fast BPE tokenizer (the one trained on the data is); evaluation is not affected."})
+    streaming: bool = field(default=False, metadata={
+        "help": "Read, tokenize and clean the training text files on the fly while training (nothing cached; needs "
+                "--max_steps or --max_train_minutes): for a corpus one does not want copied into the cache. Without "
+                "it, the files are read once into a memory-mapped Arrow cache (docs/large-corpora.md)."})
+    no_clean: bool = field(default=False, metadata={
+        "help": "Keep every training pair of text files. Default: drop pairs with an empty side, longer than "
+                "--max_source_length/--max_target_length tokens or with a length ratio above 9, and exact "
+                "duplicates (the rules of Moses' clean-corpus-n.perl); the counts go into all_results.json."})
+    data_cache_dir: str | None = field(default=None, metadata={
+        "help": "Where the training text files are cached as Arrow files (read once, tokenized once per tokenizer). "
+                "Default: $HF_DATASETS_CACHE/vanilla-transformer-corpora (~/.cache/huggingface/datasets/...)."})
+    tokenizer_sample_lines: int = field(default=1_000_000, metadata={
+        "help": "Train the BPE vocabulary on at most this many training pairs (both sides), drawn at random with "
+                "--seed from a larger corpus (as SentencePiece's input_sentence_size)."})
+    preprocessing_num_workers: int | None = field(default=None, metadata={
+        "help": "Processes that tokenize the training text files (datasets' num_proc). Default: one process whose "
+                "batched fast-tokenizer calls use every core."})
+    shuffle_buffer_pairs: int = field(default=100_000, metadata={
+        "help": "With --streaming: pairs held in the shuffle buffer."})
+    maxi_batch_pairs: int = field(default=20_000, metadata={
+        "help": "With --streaming: pairs sorted by length together before they are cut into token batches "
+                "(Marian's maxi-batch)."})
     dataset_card_name: str | None = field(default=None, metadata={
         "help": "Name of the data set in the model card. Default: --dataset_name, the folder of the text files, or "
                 "the demo corpus's description."})
@@ -71,6 +93,11 @@ class DataArguments:
     def __post_init__(self):
         if not (0.0 <= self.bpe_dropout < 1.0):  # also NaN
             raise ValueError(f"--bpe_dropout must be at least 0 and below 1, got {self.bpe_dropout}")
+        for name in ("tokenizer_sample_lines", "shuffle_buffer_pairs", "maxi_batch_pairs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name} must be at least 1, got {getattr(self, name)}")
+        if self.preprocessing_num_workers is not None and self.preprocessing_num_workers < 1:
+            raise ValueError(f"--preprocessing_num_workers must be at least 1, got {self.preprocessing_num_workers}")
 
 
 @dataclass

@@ -69,23 +69,16 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.epoch = 0
         self.batches = self._make_batches(np.asarray(source_lengths), np.asarray(target_lengths))
 
-    def _make_batches(self, source_lengths: np.ndarray, target_lengths: np.ndarray) -> list[list[int]]:
+    def _make_batches(self, source_lengths: np.ndarray, target_lengths: np.ndarray) -> list[np.ndarray]:
+        """The batches as arrays of pair indices (a few bytes per pair, whatever the corpus size)."""
         rng = np.random.default_rng(self.seed)
         tie_break = rng.permutation(len(source_lengths))
         # np.lexsort sorts by the last key first: by source length, then target length, then at random
         order = np.lexsort((tie_break, target_lengths, source_lengths))
+        del tie_break
         pair_lengths = np.maximum(source_lengths, target_lengths)[order]
-
-        batches, batch, longest = [], [], 0
-        for index, length in zip(order.tolist(), pair_lengths.tolist()):
-            new_longest = max(longest, length)
-            if batch and (len(batch) + 1) * new_longest > self.max_tokens:
-                batches.append(batch)
-                batch, new_longest = [], length
-            batch.append(index)
-            longest = new_longest
-        batches.append(batch)
-        return batches
+        ends = cut_points(pair_lengths, self.max_tokens)
+        return np.split(order, ends[:-1])
 
     def set_epoch(self, epoch: int) -> None:
         """Called by the Trainer (through accelerate) at the start of each epoch: picks that epoch's batch order."""
@@ -100,7 +93,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         batches = []
         for start in range(0, len(self.batches), self.regroup):
             group = self.batches[start:start + self.regroup]
-            pairs = np.concatenate([np.asarray(batch) for batch in group])
+            pairs = np.concatenate(group)
             pairs = pairs[np.argsort(pair_lengths[pairs], kind="stable")].tolist()
             # the batches were cut shortest first, the largest first: the same sizes in the same order
             ends = np.cumsum([len(batch) for batch in group])
@@ -111,7 +104,26 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         batches = self.batches_of_epoch()
         order = np.random.default_rng((self.seed, self.epoch)).permutation(len(batches))
         for i in order.tolist():
-            yield batches[i]
+            yield np.asarray(batches[i]).tolist()
 
     def __len__(self) -> int:
         return len(self.batches)
+
+
+def cut_points(pair_lengths: np.ndarray, max_tokens: int, chunk: int = 1 << 20) -> np.ndarray:
+    """Where the greedy cut ends each batch of pairs taken in this order: a batch grows while its size times its
+    longest pair stays within `max_tokens` (a pair longer than the budget gets a batch of its own). -> the exclusive
+    end of every batch, the last one `len(pair_lengths)`. Walks the lengths in chunks of small Python ints (cached
+    by the interpreter), so memory stays a few bytes per pair."""
+    ends, size, longest, position = [], 0, 0, 0
+    for start in range(0, len(pair_lengths), chunk):
+        for length in pair_lengths[start:start + chunk].tolist():
+            new_longest = longest if longest > length else length
+            if size and (size + 1) * new_longest > max_tokens:
+                ends.append(position)
+                size, new_longest = 0, length
+            size += 1
+            longest = new_longest
+            position += 1
+    ends.append(position)
+    return np.asarray(ends, dtype=np.int64)

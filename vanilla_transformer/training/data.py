@@ -42,6 +42,12 @@ def read_parallel_files(source_path: str, target_path: str, split: str) -> dict[
     return {"source": sources, "target": targets}
 
 
+def length_columns(dataset) -> tuple[np.ndarray, np.ndarray]:
+    """The `source_length` and `target_length` columns as numpy arrays (read from the Arrow file, no Python lists)."""
+    view = dataset.with_format("numpy", columns=["source_length", "target_length"])[:]
+    return np.asarray(view["source_length"]), np.asarray(view["target_length"])
+
+
 def language_from_extension(path: str | None) -> str | None:
     """'data/train.de' -> 'de' (the usual naming of parallel corpora), else None."""
     if not path:

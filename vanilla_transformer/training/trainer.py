@@ -31,6 +31,7 @@ from vanilla_transformer.training.budget import (
     TimeBudget,
     elapsed_on_the_main_process,
 )
+from vanilla_transformer.training.data import length_columns
 from vanilla_transformer.training.precision import attention_kernel
 
 
@@ -228,7 +229,8 @@ class TranslationTrainer(Seq2SeqTrainer):
                              "settles it from the preset or the paper's formula while parsing).")
         self.run_state = run_state  # training.train.RunState: what the model card says about the run
         self.token_batch_sampler = None
-        if self.args.max_tokens and self.train_dataset is not None:
+        self.streams_batches = isinstance(self.train_dataset, torch.utils.data.IterableDataset)
+        if self.args.max_tokens and self.train_dataset is not None and not self.streams_batches:
             columns = getattr(self.train_dataset, "column_names", ())
             epoch_lengths = None
             if hasattr(self.train_dataset, "epoch_lengths"):  # vanilla_transformer.training.data.SubwordDropout
@@ -236,8 +238,7 @@ class TranslationTrainer(Seq2SeqTrainer):
                 target_lengths = self.train_dataset.target_lengths
                 epoch_lengths = self.train_dataset.epoch_lengths
             elif "source_length" in columns and "target_length" in columns:
-                source_lengths = list(self.train_dataset["source_length"])
-                target_lengths = list(self.train_dataset["target_length"])
+                source_lengths, target_lengths = length_columns(self.train_dataset)
             else:
                 source_lengths = [len(ids) for ids in self.train_dataset["input_ids"]]
                 target_lengths = [len(ids) for ids in self.train_dataset["labels"]]
@@ -360,6 +361,9 @@ class TranslationTrainer(Seq2SeqTrainer):
             self.state.best_model_checkpoint = run_dir + self.state.best_model_checkpoint[len(holder):]
 
     def get_train_dataloader(self) -> DataLoader:
+        if self.streams_batches:  # training.streaming.StreamingTokenBatches: whole batches, this process's share
+            return DataLoader(self.train_dataset, batch_size=None, collate_fn=self.data_collator, num_workers=0,
+                              pin_memory=self.args.dataloader_pin_memory)
         if self.token_batch_sampler is None:
             return super().get_train_dataloader()
         dataset = self.train_dataset

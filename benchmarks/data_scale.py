@@ -1,0 +1,191 @@
+"""How the recipe's start grows with the corpus: time to the first training step, peak memory, cache size.
+
+    python -m benchmarks.data_scale [--pairs 300000 1000000 4000000] [--data ../shared/data/multi30k] [--write]
+
+For each size it builds a distinct synthetic corpus from any parallel files (Multi30k's by default): line k of each
+side joins the sentences i and j of the source files, with (i, j) different for every k, so no two lines repeat.
+Then it runs `python -m vanilla_transformer.training.train --preset multi30k` on it twice (2 steps, no evaluation),
+each time in a new process with a new output folder and the same corpus cache:
+
+- first run: the files are read into the cache, the BPE vocabulary trained on its sample, the pairs tokenized;
+- second run: everything comes from the cache (a resume reads it the same way).
+
+Reported per run: seconds from the start of the process to the end of its first optimizer step (the time the
+Trainer's step-1 log line appears), the peak resident memory of the whole process tree (psutil, every 0.2 s, the sum
+over the process and its children), and the cache's size on disk. The load average is printed: the machine may be
+shared. `--write` replaces this benchmark's section of benchmarks/RESULTS.md.
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:  # run from a checkout, installed or not
+    sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks.report import machine_description, software_versions, write_section  # noqa: E402
+from vanilla_transformer.training.corpus import read_corpus, sample_texts, tokenize_corpus  # noqa: E402
+from vanilla_transformer.training.tokenizer import train_tokenizer  # noqa: E402
+
+SECTION = "## Large corpora: time to the first step and memory"
+DEFAULT_DATA = next((folder / "shared" / "data" / "multi30k" for folder in (REPO_ROOT.parent, REPO_ROOT.parent.parent)
+                     if (folder / "shared" / "data" / "multi30k").is_dir()), REPO_ROOT.parent / "shared" / "data"
+                    / "multi30k")
+
+
+def build_corpus(source: Path, target: Path, pairs: int, folder: Path) -> tuple[Path, Path]:
+    """`pairs` distinct pairs: line k joins pair i = k mod n and pair (i + 1 + k div n) mod n of the inputs."""
+    sources = source.read_text(encoding="utf-8").splitlines()
+    targets = target.read_text(encoding="utf-8").splitlines()
+    unique = list(dict.fromkeys(zip(sources, targets)))
+    n = len(unique)
+    if pairs > n * (n - 1):
+        raise SystemExit(f"{n} distinct input pairs make at most {n * (n - 1)} joined pairs")
+    out = folder / f"train{pairs}.en", folder / f"train{pairs}.de"
+    if all(path.exists() for path in out):
+        return out
+    with open(out[0], "w", encoding="utf-8") as f_source, open(out[1], "w", encoding="utf-8") as f_target:
+        for start in range(0, pairs, 100_000):
+            ks = range(start, min(start + 100_000, pairs))
+            picked = [(unique[k % n], unique[(k % n + 1 + k // n) % n]) for k in ks]
+            f_source.write("".join(f"{a[0]} {b[0]}\n" for a, b in picked))
+            f_target.write("".join(f"{a[1]} {b[1]}\n" for a, b in picked))
+    return out
+
+
+def _tree_rss(process: psutil.Process) -> int:
+    total = 0
+    for member in [process, *process.children(recursive=True)]:
+        try:
+            total += member.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_once(files: tuple[Path, Path], cache: Path, output: Path, extra: list[str]) -> dict:
+    """One training run of 2 steps; -> {first_step_s, peak_rss_gb, total_s}."""
+    command = [sys.executable, "-m", "vanilla_transformer.training.train", "--preset", "multi30k",
+               "--train_source", str(files[0]), "--train_target", str(files[1]), "--output_dir", str(output),
+               "--data_cache_dir", str(cache), "--max_steps", "2", "--logging_steps", "1", "--save_strategy", "no",
+               "--average_last_n_checkpoints", "0", "--report_to", "none", "--disable_tqdm", "true", *extra]
+    started = time.monotonic()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    watched, peak, first_step, log = psutil.Process(process.pid), [0], None, []
+
+    def watch():
+        while process.poll() is None:
+            peak[0] = max(peak[0], _tree_rss(watched))
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    for line in process.stdout:
+        log.append(line)
+        if first_step is None and "'loss'" in line:
+            first_step = time.monotonic() - started
+    process.wait()
+    watcher.join()
+    if process.returncode != 0:
+        raise SystemExit("the training run failed:\n" + "".join(log[-30:]))
+    return {"first_step_s": first_step, "peak_rss_gb": peak[0] / 1e9, "total_s": time.monotonic() - started,
+            "log": [line.strip() for line in log if line.startswith(("Read ", "Reusing", "Tokenized", "Cleaning"))]}
+
+
+def tokenization_speeds(files: tuple[Path, Path], work: Path, workers: list[int | None]) -> list:
+    """(processes, seconds) to tokenize the cached pairs of `files` with each number of `datasets.map` processes
+    (None: one process, the fast tokenizer's batched calls on its own threads), with the BPE vocabulary of a
+    50k-pair sample."""
+    cache = work / f"tokenize-{os.getpid()}"
+    pairs, key = read_corpus(str(files[0]), str(files[1]), "train", str(cache))
+    tokenizer = train_tokenizer(sample_texts(pairs, 50_000, 0)[0], vocab_size=8000)
+    seconds = []
+    for trial, count in enumerate(workers):
+        started = time.monotonic()
+        tokenize_corpus(pairs, key, tokenizer, 128 + trial, 128, clean=True, cache_dir=str(cache),
+                        num_proc=count, log=lambda line: None)  # a new limit: a new cache entry, tokenized anew
+        seconds.append((count or 1, round(time.monotonic() - started, 1)))
+    shutil.rmtree(cache)  # made here
+    return seconds
+
+
+def folder_size(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def render(rows: list[dict], command: str, load: tuple[float, float], machine: str) -> str:
+    lines = [SECTION, "", f"`{command}`, {time.strftime('%Y-%m-%d')}; {machine}; "
+             f"{software_versions()}. Load average {load[0]:.1f} at the start and {load[1]:.1f} at the end "
+             "(other jobs share the 2 cores).", "",
+             "| training pairs | first run: time to first step | first run: peak memory (process tree) | cache on "
+             "disk | second run: time to first step | second run: peak memory |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for row in rows:
+        first, second = row["first"], row["second"]
+        lines.append(f"| {row['pairs']:,} | {first['first_step_s']:.0f} s | {first['peak_rss_gb']:.2f} GB | "
+                     f"{row['cache_gb']:.2f} GB | {second['first_step_s']:.0f} s | {second['peak_rss_gb']:.2f} GB |")
+    lines += ["", "Each corpus is distinct (joined Multi30k pairs, no line repeated); the first run reads it into the "
+              "cache, trains the BPE vocabulary on its sample (`--tokenizer_sample_lines`, 1M pairs) and tokenizes "
+              "it; the second run, in a new process, reads everything from the cache (docs/large-corpora.md)."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=int, nargs="+", default=[300_000, 1_000_000, 4_000_000])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a folder with train.en and train.de")
+    parser.add_argument("--source", default="train.en")
+    parser.add_argument("--target", default="train.de")
+    parser.add_argument("--work_dir", type=Path, default=None, help="where the corpora and caches go (default: a "
+                        "temporary folder, deleted at the end)")
+    parser.add_argument("--tokenization", type=int, default=0, metavar="PAIRS", help="instead: time tokenizing a "
+                        "corpus of PAIRS pairs in one process (the fast tokenizer's threads) and in 2 processes")
+    parser.add_argument("--write", action="store_true", help="replace this benchmark's section of RESULTS.md")
+    args, extra = parser.parse_known_args(argv)
+    load_start = os.getloadavg()[0]
+    machine = machine_description()
+    print(machine, flush=True)
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="data-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    if args.tokenization:
+        files = build_corpus(args.data / args.source, args.data / args.target, args.tokenization, work)
+        seconds = tokenization_speeds(files, work, [None, 2, None, 2])
+        print(f"Tokenizing {args.tokenization:,} pairs: {seconds}; load average {os.getloadavg()[0]:.1f}")
+        return
+    try:
+        for pairs in args.pairs:
+            files = build_corpus(args.data / args.source, args.data / args.target, pairs, work)
+            cache = work / f"cache{pairs}-{os.getpid()}"  # a new folder: the first run starts from an empty cache
+            first = run_once(files, cache, work / f"out{pairs}-first", extra)
+            second = run_once(files, cache, work / f"out{pairs}-second", extra)
+            row = {"pairs": pairs, "first": first, "second": second, "cache_gb": folder_size(cache) / 1e9}
+            rows.append(row)
+            print(f"{pairs:,} pairs: first step after {first['first_step_s']:.0f} s (peak {first['peak_rss_gb']:.2f} "
+                  f"GB), cache {row['cache_gb']:.2f} GB, second run {second['first_step_s']:.0f} s (peak "
+                  f"{second['peak_rss_gb']:.2f} GB); load average {os.getloadavg()[0]:.1f}", flush=True)
+            for line in first["log"] + second["log"]:
+                print("   ", line, flush=True)
+            shutil.rmtree(cache)  # made by this benchmark
+    finally:
+        if args.work_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    command = "python -m benchmarks.data_scale " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = render(rows, command.strip(), (load_start, os.getloadavg()[0]), machine)
+    print(text)
+    if args.write:
+        write_section(SECTION, text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,349 @@
+"""Parallel text files of any size, out of core: read once into a memory-mapped Arrow file, tokenized once, cached.
+
+A training pair of text files (plain, or gzip'd as corpora are usually shipped: `train.en.gz`) goes through three
+steps, each cached in the corpus cache (`--data_cache_dir`, by default `$HF_DATASETS_CACHE/vanilla-transformer-corpora`):
+
+1. `read_corpus`: both files are read side by side, line by line, into `pairs-KEY/pairs.arrow` (columns `source`,
+   `target`), KEY being a fingerprint of the files' paths, sizes and modification times. Lines are counted as
+   `wc -l` counts them (split on "\\n" only, a "\\r\\n" ending and a leading byte-order mark removed), the same as
+   the in-memory reader (`vanilla_transformer.files.read_text_lines`); reading both files in one pass finds
+   mismatched line counts without holding either file in memory. A missing, unreadable, non-UTF-8, empty or
+   truncated gzip file is one `DataError` naming the file, and nothing is left in the cache.
+2. `tokenize_corpus`: `datasets.Dataset.map` over the Arrow file with the fast tokenizer's batched calls into
+   `tokens-KEY.arrow` (KEY: the pairs' fingerprint, the tokenizer's JSON, the length limits and the options), with
+   the token counts of each side and a 64-bit hash of each pair as columns. A second run, a resume or a second
+   process reads the cached file and says so.
+3. `clean_corpus`: the rules of Moses' `clean-corpus-n.perl` on the cached length columns (numpy, no Python lists):
+   a pair is dropped when a side is empty, longer than the limits (tokens, `</s>` included), or one side holds more
+   than 9 times the tokens of the other; then exact duplicate pairs (the same source and target text) after the first.
+   Each dropped pair is counted under the first rule it breaks.
+
+Every file is written under a temporary name and renamed into place once whole, so processes sharing the cache
+never read half a file; the cache holds only what these functions wrote, and deleting it only costs a re-read.
+"""
+
+import copy
+import gzip
+import hashlib
+import itertools
+import json
+import os
+import zlib
+from collections.abc import Iterator
+
+import datasets
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from vanilla_transformer.training.data import DataError, length_columns
+
+CACHE_FOLDER = "vanilla-transformer-corpora"
+FORMAT_VERSION = 1  # part of every fingerprint: a new layout of the cached files never reads an old one
+READ_CHUNK_BYTES = 1 << 22
+PAIRS_PER_BATCH = 50_000
+MAX_LENGTH_RATIO = 9  # clean-corpus-n.perl's default
+CLEANING_RULES = ("empty_side", "too_long", "length_ratio", "duplicate")
+BOM = b"\xef\xbb\xbf"
+
+
+def default_cache_dir() -> str:
+    """`$HF_DATASETS_CACHE/vanilla-transformer-corpora` (`datasets`' own cache, ~/.cache/huggingface/datasets)."""
+    return os.path.join(str(datasets.config.HF_DATASETS_CACHE), CACHE_FOLDER)
+
+
+def _open_binary(path: str, what: str):
+    if not os.path.exists(path):
+        raise DataError(f"The {what} file {path} does not exist.")
+    if os.path.isdir(path):
+        raise DataError(f"The {what} file {path} is a folder, not a file.")
+    try:
+        with open(path, "rb") as f:
+            gzipped = f.read(2) == b"\x1f\x8b"
+        return gzip.open(path, "rb") if gzipped else open(path, "rb")
+    except OSError as error:
+        raise DataError(f"The {what} file {path} cannot be read: {error.strerror}.") from None
+
+
+def read_lines(path: str, what: str) -> Iterator[str]:
+    """The lines of a UTF-8 text file (gzip'd or not, told by its first bytes), one at a time, as
+    `read_text_lines` splits them; one `DataError` line naming the file for bytes that are not UTF-8 (with the byte
+    offset in the uncompressed text), a truncated or corrupt gzip file, or a read error."""
+    stream = _open_binary(path, what)
+    offset, rest, first = 0, b"", True
+    with stream:
+        while True:
+            try:
+                chunk = stream.read(READ_CHUNK_BYTES)
+            except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+                raise DataError(f"The {what} file {path} is not a whole gzip file ({error}); download or "
+                                "decompress it again.") from None
+            except OSError as error:
+                raise DataError(f"The {what} file {path} cannot be read: {error.strerror or error}.") from None
+            if first:
+                first = False
+                if chunk.startswith(BOM):
+                    chunk, offset = chunk[len(BOM):], len(BOM)
+            data = rest + chunk
+            end = data.rfind(b"\n") + 1 if chunk else len(data)
+            whole, rest = data[:end], data[end:]
+            try:
+                text = whole.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise DataError(f"The {what} file {path} is not UTF-8 text: byte {offset + error.start} "
+                                f"(0x{whole[error.start]:02x}) cannot be decoded; convert it to UTF-8 (e.g. iconv "
+                                "-f latin1 -t UTF-8).") from None
+            offset += len(whole)
+            if text:
+                lines = text.split("\n")
+                if lines[-1] == "":
+                    lines.pop()
+                for line in lines:
+                    yield line[:-1] if line.endswith("\r") else line
+            if not chunk:
+                return
+
+
+def files_fingerprint(*paths: str) -> str:
+    """A key that changes when any file is replaced, grows, shrinks or is touched (path, size, mtime)."""
+    described = []
+    for path in paths:
+        status = os.stat(path)
+        described.append([os.path.abspath(path), status.st_size, status.st_mtime_ns])
+    return hashlib.sha256(json.dumps([FORMAT_VERSION, described]).encode()).hexdigest()[:20]
+
+
+def _walk_pairs(source: str, target: str, split: str, writer=None) -> int:
+    """Both files side by side, checked (the same number of lines, text on each side), into the Arrow stream
+    `writer` if one is given; -> the number of pairs. Memory: one batch of lines."""
+    schema = pa.schema([("source", pa.large_string()), ("target", pa.large_string())])
+    sources, targets = read_lines(source, f"{split} source"), read_lines(target, f"{split} target")
+    count, has_text = 0, [False, False]
+    while True:
+        columns = list(itertools.islice(sources, PAIRS_PER_BATCH)), list(itertools.islice(targets, PAIRS_PER_BATCH))
+        if len(columns[0]) != len(columns[1]):  # one file ended first: count the rest of the other, line by line
+            lines = [count + len(columns[0]) + sum(1 for _ in sources),
+                     count + len(columns[1]) + sum(1 for _ in targets)]
+            raise DataError(f"The {split} files do not pair up: {source} has {lines[0]:,} lines but {target} "
+                            f"has {lines[1]:,}; line i of one must translate line i of the other.")
+        if not columns[0]:
+            break
+        for side in (0, 1):
+            has_text[side] = has_text[side] or any(line.strip() for line in columns[side])
+        if writer is not None:
+            writer.write_batch(pa.record_batch([pa.array(columns[0], pa.large_string()),
+                                                pa.array(columns[1], pa.large_string())], schema=schema))
+        count += len(columns[0])
+    for side, (path_of_side, name) in enumerate(((source, "source"), (target, "target"))):
+        if not has_text[side]:
+            raise DataError(f"The {split} {name} file {path_of_side} is empty.")
+    return count
+
+
+def check_pairs(source: str, target: str, split: str) -> int:
+    """Read both files through once, writing nothing: -> the number of pairs, or the `DataError` of a bad file."""
+    for path, side in ((source, "source"), (target, "target")):
+        _open_binary(path, f"{split} {side}").close()
+    return _walk_pairs(source, target, split)
+
+
+def _write_pairs(source: str, target: str, split: str, path: str) -> int:
+    """Both files side by side into the Arrow stream file `path`; -> the number of pairs."""
+    schema = pa.schema([("source", pa.large_string()), ("target", pa.large_string())])
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+        return _walk_pairs(source, target, split, writer)
+
+
+def read_corpus(source: str, target: str, split: str, cache_dir: str, log=print):
+    """-> (`datasets.Dataset` of the pairs, memory-mapped from the cache, its fingerprint). Reads the files only when
+    the cache has no copy of them as they are now."""
+    for path, side in ((source, "source"), (target, "target")):
+        _open_binary(path, f"{split} {side}").close()  # missing or unreadable: one line before anything is written
+    key = files_fingerprint(source, target)
+    folder = os.path.join(cache_dir, f"pairs-{key}")
+    final = os.path.join(folder, "pairs.arrow")
+    if os.path.isfile(final):
+        log(f"Reusing the {split} pairs read into {final}")
+        return datasets.Dataset.from_file(final), key
+    created = not os.path.isdir(folder)
+    os.makedirs(folder, exist_ok=True)
+    temporary = f"{final}.tmp-{os.getpid()}"
+    try:
+        count = _write_pairs(source, target, split, temporary)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        if created and not os.listdir(folder):
+            os.rmdir(folder)
+        raise
+    os.replace(temporary, final)
+    with open(os.path.join(folder, "files.json"), "w", encoding="utf-8") as f:
+        json.dump({"source": os.path.abspath(source), "target": os.path.abspath(target), "pairs": count}, f)
+    log(f"Read {count:,} {split} pairs into {final}")
+    return datasets.Dataset.from_file(final), key
+
+
+def pair_hashes(sources: list[str], targets: list[str]) -> np.ndarray:
+    """A 64-bit hash of every (source, target) pair (pandas' vectorised string hash of each side, combined)."""
+    source = pd.util.hash_array(np.asarray(sources, dtype=object), categorize=False)
+    target = pd.util.hash_array(np.asarray(targets, dtype=object), categorize=False)
+    return source ^ (target * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x632BE59BD9B4E019))
+
+
+TOKEN_FEATURES = datasets.Features({
+    "input_ids": datasets.List(datasets.Value("int32")),
+    "labels": datasets.List(datasets.Value("int32")),
+    "source_length": datasets.Value("int32"),
+    "target_length": datasets.Value("int32"),
+    "pair_hash": datasets.Value("uint64"),
+})
+
+
+def batch_encoder(tokenizer, max_length: int, target: bool = False):
+    """sentences -> token ids, truncated to `max_length` (special tokens included) as `tokenizer(...,
+    truncation=True)` makes them. A fast tokenizer whose target side is its source side is called through its
+    `tokenizers` backend (`encode_batch_fast`, a copy set to truncate): the same ids, without building the
+    BatchEncoding (benchmarks/data_scale.py times tokenization)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or not hasattr(backend, "encode_batch_fast") or type(tokenizer).__name__ not in (
+            "PreTrainedTokenizerFast", "TokenizersBackend"):
+        if target:
+            return lambda texts: tokenizer(text_target=texts, max_length=max_length, truncation=True)["input_ids"]
+        return lambda texts: tokenizer(texts, max_length=max_length, truncation=True)["input_ids"]
+    backend = copy.deepcopy(backend)
+    backend.enable_truncation(max_length)
+    backend.no_padding()
+    return lambda texts: [encoding.ids for encoding in backend.encode_batch_fast(texts)]
+
+
+def tokens_fingerprint(pairs_key: str, tokenizer, max_source_length: int, max_target_length: int,
+                       clean: bool) -> str:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    description = backend.to_str() if backend is not None else repr(sorted(tokenizer.get_vocab().items()))
+    options = [FORMAT_VERSION, pairs_key, max_source_length, max_target_length, clean, type(tokenizer).__name__]
+    return hashlib.sha256(json.dumps(options).encode() + description.encode()).hexdigest()[:20]
+
+
+def tokenize_corpus(pairs, pairs_key: str, tokenizer, max_source_length: int, max_target_length: int, *,
+                    clean: bool, cache_dir: str, num_proc: int | None = None, log=print):
+    """The pairs tokenized (`input_ids`, `labels`, `source_length`, `target_length`, `pair_hash`), from the cache
+    when this tokenizer with these limits already tokenized them. With `clean`, each side is cut one token above its
+    limit, so that a pair longer than the limit is seen to be (and dropped by `clean_corpus`); without, at the limit,
+    as `data.tokenize_splits` truncates."""
+    key = tokens_fingerprint(pairs_key, tokenizer, max_source_length, max_target_length, clean)
+    folder = os.path.join(cache_dir, f"pairs-{pairs_key}")
+    record = os.path.join(folder, f"tokens-{key}.json")
+    if os.path.isfile(record):
+        with open(record, encoding="utf-8") as f:
+            files = json.load(f)["files"]
+        if all(os.path.isfile(os.path.join(folder, name)) for name in files):
+            log(f"Reusing the tokenized training pairs in {os.path.join(folder, files[0])}")
+            parts = [datasets.Dataset.from_file(os.path.join(folder, name)) for name in files]
+            return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+    extra = int(clean)
+    encode_sources = batch_encoder(tokenizer, max_source_length + extra)
+    encode_targets = batch_encoder(tokenizer, max_target_length + extra, target=True)
+
+    def encode(batch):
+        sources, targets = encode_sources(batch["source"]), encode_targets(batch["target"])
+        return {"input_ids": sources, "labels": targets, "source_length": [len(ids) for ids in sources],
+                "target_length": [len(ids) for ids in targets],
+                "pair_hash": pair_hashes(batch["source"], batch["target"])}
+
+    cache_file = os.path.join(folder, f"tokens-{key}.arrow")
+    tokenized = pairs.map(encode, batched=True, batch_size=10_000, remove_columns=pairs.column_names,
+                          features=TOKEN_FEATURES, cache_file_name=cache_file, new_fingerprint=key,
+                          load_from_cache_file=False, num_proc=num_proc, desc="Tokenizing the training pairs")
+    files = [os.path.basename(f["filename"]) for f in tokenized.cache_files]
+    temporary = f"{record}.tmp-{os.getpid()}"
+    with open(temporary, "w", encoding="utf-8") as f:
+        json.dump({"files": files, "pairs": len(tokenized)}, f)
+    os.replace(temporary, record)
+    log(f"Tokenized {len(tokenized):,} training pairs into {cache_file}")
+    return tokenized
+
+
+def _duplicates(candidates: np.ndarray, hashes: np.ndarray, pairs) -> np.ndarray:
+    """Among `candidates` (indices, ascending), those whose pair equals an earlier candidate's, checked on the text
+    where the 64-bit hashes agree."""
+    order = np.argsort(hashes[candidates], kind="stable")
+    sorted_hashes = hashes[candidates][order]
+    same = np.flatnonzero(sorted_hashes[1:] == sorted_hashes[:-1]) + 1
+    if len(same) == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.unique(np.concatenate([same - 1, same]))
+    groups = np.split(starts, np.flatnonzero(np.diff(sorted_hashes[starts]) != 0) + 1)
+    involved = np.unique(candidates[order[starts]])
+    rows = pairs.select(involved)
+    text = dict(zip(involved.tolist(), zip(rows["source"], rows["target"])))
+    dropped = []
+    for group in groups:
+        seen = set()
+        for index in sorted(candidates[order[group]].tolist()):
+            if text[index] in seen:
+                dropped.append(index)
+            seen.add(text[index])
+    return np.asarray(sorted(dropped), dtype=np.int64)
+
+
+def clean_corpus(tokenized, pairs, max_source_length: int, max_target_length: int) -> tuple[np.ndarray, dict]:
+    """-> (indices of the pairs kept, ascending; {rule: pairs dropped by it}) for `CLEANING_RULES`."""
+    source, target = length_columns(tokenized)
+    hashes = np.asarray(tokenized.with_format("numpy", columns=["pair_hash"])[:]["pair_hash"], dtype=np.uint64)
+    empty = (source <= 1) | (target <= 1)  # only </s>: nothing but whitespace on that side
+    too_long = ~empty & ((source > max_source_length) | (target > max_target_length))
+    words_source, words_target = source - 1, target - 1
+    ratio = ~empty & ~too_long & ((words_source > MAX_LENGTH_RATIO * words_target)
+                                  | (words_target > MAX_LENGTH_RATIO * words_source))
+    candidates = np.flatnonzero(~(empty | too_long | ratio))
+    duplicate = _duplicates(candidates, hashes, pairs)
+    kept = np.setdiff1d(candidates, duplicate, assume_unique=True)
+    counts = {"empty_side": int(empty.sum()), "too_long": int(too_long.sum()), "length_ratio": int(ratio.sum()),
+              "duplicate": len(duplicate)}
+    return kept, counts
+
+
+def describe_cleaning(read: int, used: int, counts: dict, max_source_length: int, max_target_length: int) -> str:
+    return (f"Cleaning (the rules of Moses' clean-corpus-n.perl; --no_clean keeps every pair): of {read:,} pairs "
+            f"dropped {counts['empty_side']:,} with an empty side, {counts['too_long']:,} longer than "
+            f"{max_source_length}/{max_target_length} tokens, {counts['length_ratio']:,} with a length ratio above "
+            f"{MAX_LENGTH_RATIO}, {counts['duplicate']:,} exact duplicates; training on {used:,} pairs.")
+
+
+def sample_texts(pairs, sample_pairs: int, seed: int) -> tuple[Iterator[str], int]:
+    """The sentences to train the BPE vocabulary on: both sides of every pair, or of `sample_pairs` pairs drawn at
+    random (seeded) where the corpus has more. -> (iterator over the sentences, pairs in the sample)."""
+    total = len(pairs)
+    if total > sample_pairs:
+        indices = np.sort(np.random.default_rng(seed).choice(total, size=sample_pairs, replace=False))
+        pairs = pairs.select(indices)
+
+    def texts():
+        for start in range(0, len(pairs), 10_000):
+            batch = pairs[start:start + 10_000]
+            yield from batch["source"]
+            yield from batch["target"]
+
+    return texts(), min(total, sample_pairs)
+
+
+def sample_file_texts(source: str, target: str, total: int, sample_pairs: int, seed: int) -> Iterator[str]:
+    """As `sample_texts`, read from the files (for `--streaming`): the same seeded choice of line numbers, picked
+    in one pass."""
+    chosen = None
+    if total > sample_pairs:
+        chosen = np.sort(np.random.default_rng(seed).choice(total, size=sample_pairs, replace=False))
+    lines = zip(read_lines(source, "train source"), read_lines(target, "train target"))
+    if chosen is None:
+        for source_line, target_line in lines:
+            yield source_line
+            yield target_line
+        return
+    position = 0
+    for wanted in chosen.tolist():
+        for source_line, target_line in lines:
+            position += 1
+            if position - 1 == wanted:
+                yield source_line
+                yield target_line
+                break

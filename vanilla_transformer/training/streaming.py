@@ -1,0 +1,85 @@
+"""`--streaming`: training batches read, tokenized and cleaned on the fly from the text files, nothing cached.
+
+For a corpus one does not want copied into a cache (the cached path, training/corpus.py, keeps a tokenized copy
+about the size of the text). The files are read line by line (`corpus.read_lines`) into a `datasets.IterableDataset`;
+pairs are shuffled through a seeded buffer of `--shuffle_buffer_pairs` (`IterableDataset.shuffle`, reseeded every
+pass over the files), each process keeps its share (`datasets.distributed.split_dataset_by_node`) and tokenizes it
+with batched fast-tokenizer calls; the cleaning rules that need only the pair itself are applied (an empty side,
+longer than the limits, a length ratio above 9; duplicates need the whole corpus and are kept). Token batches
+are made as Marian's maxi-batches: `--maxi_batch_pairs` pairs are sorted by length, cut by the token budget
+(`batching.cut_points`) and their batches shuffled. The stream passes over the files again and again: the run's
+length is `--max_steps` or the time budget's plan, and a resumed run skips the batches the interrupted one consumed
+(the Trainer reads and drops them: the same seed gives the same stream).
+"""
+
+import itertools
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+from datasets import IterableDataset
+from datasets.distributed import split_dataset_by_node
+
+from vanilla_transformer.training.batching import cut_points
+from vanilla_transformer.training.corpus import MAX_LENGTH_RATIO, batch_encoder, read_lines
+
+
+def _pairs(source: str, target: str) -> Iterator[dict]:
+    for source_line, target_line in zip(read_lines(source, "train source"), read_lines(target, "train target")):
+        yield {"source": source_line, "target": target_line}
+
+
+class StreamingTokenBatches(torch.utils.data.IterableDataset):
+    """An endless stream of token-budget batches (lists of {input_ids, labels}) for one process of the run."""
+
+    def __init__(self, source: str, target: str, tokenizer, *, max_source_length: int, max_target_length: int,
+                 max_tokens: int, clean: bool = True, seed: int = 0, rank: int = 0, world_size: int = 1,
+                 shuffle_buffer_pairs: int = 100_000, maxi_batch_pairs: int = 20_000):
+        self.source, self.target, self.tokenizer = source, target, tokenizer
+        self.max_source_length, self.max_target_length = max_source_length, max_target_length
+        self.max_tokens, self.clean, self.seed = max_tokens, clean, seed
+        self.rank, self.world_size = rank, world_size
+        self.shuffle_buffer_pairs, self.maxi_batch_pairs = shuffle_buffer_pairs, maxi_batch_pairs
+
+    def examples(self, epoch: int) -> IterableDataset:
+        """This process's tokenized, cleaned pairs of one pass over the files."""
+        stream = IterableDataset.from_generator(_pairs, gen_kwargs={"source": self.source, "target": self.target})
+        stream = stream.shuffle(seed=self.seed, buffer_size=self.shuffle_buffer_pairs)
+        stream.set_epoch(epoch)
+        stream = split_dataset_by_node(stream, rank=self.rank, world_size=self.world_size)
+        extra = int(self.clean)  # one token above the limit: a longer pair is seen to be, and dropped
+        encode_sources = batch_encoder(self.tokenizer, self.max_source_length + extra)
+        encode_targets = batch_encoder(self.tokenizer, self.max_target_length + extra, target=True)
+
+        def encode(batch):
+            return {"input_ids": encode_sources(batch["source"]), "labels": encode_targets(batch["target"])}
+
+        stream = stream.map(encode, batched=True, batch_size=1_000, remove_columns=["source", "target"])
+        if self.clean:
+            stream = stream.filter(self.keep, batched=True, batch_size=1_000)
+        return stream
+
+    def keep(self, batch) -> list[bool]:
+        """The cleaning rules of `corpus.clean_corpus` that need only the pair itself."""
+        kept = []
+        for source, target in zip(batch["input_ids"], batch["labels"]):
+            s, t = len(source), len(target)
+            kept.append(s > 1 and t > 1 and s <= self.max_source_length and t <= self.max_target_length
+                        and s - 1 <= MAX_LENGTH_RATIO * (t - 1) and t - 1 <= MAX_LENGTH_RATIO * (s - 1))
+        return kept
+
+    def batches(self, examples, rng: np.random.Generator) -> Iterator[list[dict]]:
+        """Maxi-batches: `maxi_batch_pairs` examples sorted by length, cut by the token budget, batches shuffled."""
+        iterator = iter(examples)
+        while chunk := list(itertools.islice(iterator, self.maxi_batch_pairs)):
+            lengths = np.asarray([max(len(e["input_ids"]), len(e["labels"])) for e in chunk])
+            order = np.argsort(lengths, kind="stable")
+            ends = cut_points(lengths[order], self.max_tokens)
+            starts = np.concatenate([[0], ends[:-1]])
+            for b in rng.permutation(len(ends)).tolist():
+                yield [chunk[i] for i in order[starts[b]:ends[b]].tolist()]
+
+    def __iter__(self) -> Iterator[list[dict]]:
+        for epoch in itertools.count():
+            rng = np.random.default_rng((self.seed, self.rank, epoch))
+            yield from self.batches(self.examples(epoch), rng)

@@ -1,0 +1,168 @@
+"""The training split of text files as a run uses it: cached and cleaned (training/corpus.py) or streamed
+(training/streaming.py), what the BPE vocabulary is trained on, and what the run reports about it.
+
+Under torchrun / accelerate launch the main process of each machine reads and tokenizes while the others wait
+(`main_process_first`); they then find its cached files and read them: one tokenization, one set of files.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import datasets
+from transformers import AutoTokenizer
+
+from vanilla_transformer.training.corpus import (
+    check_pairs,
+    clean_corpus,
+    default_cache_dir,
+    describe_cleaning,
+    read_corpus,
+    sample_file_texts,
+    sample_texts,
+    tokenize_corpus,
+)
+from vanilla_transformer.training.data import DataError, length_columns
+from vanilla_transformer.training.messages import UsageError
+from vanilla_transformer.training.streaming import StreamingTokenBatches
+
+
+@dataclass
+class TextCorpus:
+    """The training pair of text files of a run, and what was learnt about it."""
+
+    source: str
+    target: str
+    streaming: bool
+    cache_dir: str
+    pairs: datasets.Dataset | None = None  # the cached pairs (not streaming)
+    key: str | None = None  # their fingerprint
+    pairs_read: int = 0
+    pairs_used: int | None = None
+    cleaning: dict = field(default_factory=dict)  # pairs dropped per rule
+    tokenizer_sample: str | None = None  # how the BPE vocabulary's sentences were chosen
+
+    def report(self) -> dict:
+        """The entries of all_results.json."""
+        entries = {"train_pairs_read": self.pairs_read, "train_pairs_used": self.pairs_used}
+        if self.cleaning:
+            entries["cleaning"] = dict(self.cleaning)
+        return entries
+
+
+def _process_log(training_args):
+    """print, naming the process where there are several (each says whether it tokenized or reused the cache)."""
+    prefix = f"[process {training_args.process_index}] " if training_args.world_size > 1 else ""
+    return lambda line: print(prefix + line, flush=True)
+
+
+def open_text_corpus(data_args, training_args) -> TextCorpus:
+    """Check the training files and (unless streaming) read them into the cache; one `DataError` line for a bad
+    file, before anything is written."""
+    if data_args.train_source is None or data_args.train_target is None:
+        given, missing = ("source", "target") if data_args.train_source else ("target", "source")
+        raise DataError(f"--train_{given} is given but --train_{missing} is not; give both files of the pair.")
+    cache_dir = os.path.abspath(data_args.data_cache_dir or default_cache_dir())
+    corpus = TextCorpus(data_args.train_source, data_args.train_target, data_args.streaming, cache_dir)
+    if data_args.streaming:
+        if not training_args.max_tokens:
+            raise UsageError("--streaming makes token batches: give --max_tokens (the presets do).")
+        if training_args.max_steps is None or training_args.max_steps <= 0:
+            raise UsageError("--streaming reads the files as an endless stream: give --max_steps or --max_train_minutes.")
+        if data_args.bpe_dropout:
+            raise UsageError("--bpe_dropout needs the cached training pairs; drop --streaming or --bpe_dropout.")
+        if data_args.max_train_samples is not None:
+            raise UsageError("--max_train_samples does not apply to --streaming (give --max_steps).")
+        with training_args.main_process_first(desc="checking the training files"):
+            corpus.pairs_read = check_pairs(corpus.source, corpus.target, "train")
+        return corpus
+    with training_args.main_process_first(desc="reading the training files"):
+        corpus.pairs, corpus.key = read_corpus(corpus.source, corpus.target, "train", cache_dir,
+                                               log=_process_log(training_args))
+    if data_args.max_train_samples is not None and data_args.max_train_samples < len(corpus.pairs):
+        corpus.pairs = corpus.pairs.select(range(data_args.max_train_samples))
+    corpus.pairs_read = len(corpus.pairs)
+    return corpus
+
+
+def tokenizer_texts(corpus: TextCorpus, data_args, seed: int) -> Iterator[str]:
+    """Both sides of the pairs the BPE vocabulary is trained on: all, or a seeded sample of
+    --tokenizer_sample_lines pairs of a larger corpus (recorded for the card)."""
+    limit = data_args.tokenizer_sample_lines
+    if corpus.pairs_read > limit:
+        corpus.tokenizer_sample = (f"a random sample (seed {seed}) of {limit:,} of the {corpus.pairs_read:,} "
+                                   "training pairs")
+    if corpus.streaming:
+        return sample_file_texts(corpus.source, corpus.target, corpus.pairs_read, limit, seed)
+    return sample_texts(corpus.pairs, limit, seed)[0]
+
+
+def cached_tokenizer(corpus: TextCorpus, data_args, training_args, train):
+    """The BPE tokenizer `train(texts)` makes from `tokenizer_texts`, kept in the corpus cache under a fingerprint
+    of (pairs, vocabulary size, sample size, seed, maximum length): the main process trains it once, every later
+    run and every other process loads it."""
+    key = hashlib.sha256(json.dumps([corpus.key, len(corpus.pairs), data_args.vocab_size,
+                                     data_args.tokenizer_sample_lines, training_args.seed,
+                                     max(data_args.max_source_length, data_args.max_target_length)]).encode())
+    folder = os.path.join(corpus.cache_dir, f"pairs-{corpus.key}", f"tokenizer-{key.hexdigest()[:20]}")
+    log = _process_log(training_args)
+    if corpus.pairs_read > data_args.tokenizer_sample_lines:
+        corpus.tokenizer_sample = (f"a random sample (seed {training_args.seed}) of "
+                                   f"{data_args.tokenizer_sample_lines:,} of the {corpus.pairs_read:,} training pairs")
+    with training_args.main_process_first(desc="training the BPE tokenizer"):
+        if os.path.isfile(os.path.join(folder, "tokenizer.json")):
+            log(f"Reusing the BPE tokenizer in {folder}")
+            return AutoTokenizer.from_pretrained(folder)
+        tokenizer = train(tokenizer_texts(corpus, data_args, training_args.seed))
+        temporary = f"{folder}.tmp-{os.getpid()}"
+        tokenizer.save_pretrained(temporary)
+        try:
+            os.rename(temporary, folder)
+        except OSError:  # another machine's main process sharing the cache saved the same tokenizer first
+            shutil.rmtree(temporary)
+        log(f"Trained the BPE tokenizer, kept in {folder}")
+    return tokenizer
+
+
+def cached_training_set(corpus: TextCorpus, tokenizer, data_args, training_args, keep_text: bool):
+    """The tokenized (from the cache where it holds them), cleaned training pairs; with `keep_text` their
+    `source` and `target` strings too (BPE-dropout segments them anew)."""
+    clean = not data_args.no_clean
+    with training_args.main_process_first(desc="tokenizing the training pairs"):
+        tokenized = tokenize_corpus(corpus.pairs, corpus.key, tokenizer, data_args.max_source_length,
+                                    data_args.max_target_length, clean=clean, cache_dir=corpus.cache_dir,
+                                    num_proc=data_args.preprocessing_num_workers, log=_process_log(training_args))
+    if len(tokenized) != len(corpus.pairs):  # --max_train_samples: the first pairs of the cached whole
+        tokenized = tokenized.select(range(len(corpus.pairs)))
+    if clean:
+        kept, counts = clean_corpus(tokenized, corpus.pairs, data_args.max_source_length,
+                                    data_args.max_target_length)
+    else:  # only the pairs with an empty side go, as for every other source of data
+        source, target = length_columns(tokenized)
+        kept = ((source > 1) & (target > 1)).nonzero()[0]
+        counts = {"empty_side": len(tokenized) - len(kept)}
+    corpus.cleaning, corpus.pairs_used = counts, len(kept)
+    if len(kept) == 0:
+        raise DataError(f"No training pair of {corpus.source} / {corpus.target} is left after cleaning "
+                        f"({', '.join(f'{rule} {count:,}' for rule, count in counts.items())}); check the files, "
+                        "or keep them with --no_clean.")
+    if training_args.process_index == 0:
+        print(describe_cleaning(corpus.pairs_read, len(kept), counts, data_args.max_source_length,
+                                data_args.max_target_length) if clean else
+              f"Dropped {counts['empty_side']:,} training pairs with an empty side (--no_clean).", flush=True)
+    if keep_text:
+        tokenized = datasets.concatenate_datasets([corpus.pairs, tokenized], axis=1)
+    return tokenized if len(kept) == len(tokenized) else tokenized.select(kept)
+
+
+def streaming_training_set(corpus: TextCorpus, tokenizer, data_args, training_args) -> StreamingTokenBatches:
+    """This process's endless stream of token batches; the run's length comes from --max_steps or the budget."""
+    return StreamingTokenBatches(
+        corpus.source, corpus.target, tokenizer, max_source_length=data_args.max_source_length,
+        max_target_length=data_args.max_target_length, max_tokens=training_args.max_tokens,
+        clean=not data_args.no_clean, seed=training_args.data_seed if training_args.data_seed is not None
+        else training_args.seed, rank=training_args.process_index, world_size=training_args.world_size,
+        shuffle_buffer_pairs=data_args.shuffle_buffer_pairs, maxi_batch_pairs=data_args.maxi_batch_pairs)

@@ -91,15 +91,16 @@ def run_once(files: tuple[Path, Path], cache: Path, output: Path, extra: list[st
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     for line in process.stdout:
-        log.append(line)
+        log.append((time.monotonic() - started, line))
         if first_step is None and "'loss'" in line:
             first_step = time.monotonic() - started
     process.wait()
     watcher.join()
     if process.returncode != 0:
-        raise SystemExit("the training run failed:\n" + "".join(log[-30:]))
+        raise SystemExit("the training run failed:\n" + "".join(line for _, line in log[-30:]))
+    phases = ("Read ", "Reusing", "Trained the BPE", "Tokenized", "Cleaning")  # each line's time: where time goes
     return {"first_step_s": first_step, "peak_rss_gb": peak[0] / 1e9, "total_s": time.monotonic() - started,
-            "log": [line.strip() for line in log if line.startswith(("Read ", "Reusing", "Tokenized", "Cleaning"))]}
+            "log": [f"{seconds:6.0f} s  {line.strip()}" for seconds, line in log if line.startswith(phases)]}
 
 
 def tokenization_speeds(files: tuple[Path, Path], work: Path, workers: list[int | None]) -> list:
@@ -135,8 +136,9 @@ def render(rows: list[dict], command: str, load: tuple[float, float], machine: s
         lines.append(f"| {row['pairs']:,} | {first['first_step_s']:.0f} s | {first['peak_rss_gb']:.2f} GB | "
                      f"{row['cache_gb']:.2f} GB | {second['first_step_s']:.0f} s | {second['peak_rss_gb']:.2f} GB |")
     lines += ["", "Each corpus is distinct (joined Multi30k pairs, no line repeated); the first run reads it into the "
-              "cache, trains the BPE vocabulary on its sample (`--tokenizer_sample_lines`, 1M pairs) and tokenizes "
-              "it; the second run, in a new process, reads everything from the cache (docs/large-corpora.md)."]
+              "cache, trains the BPE vocabulary on its sample (`--tokenizer_sample_lines`, 1M sentences: 0.5M "
+              "pairs) and tokenizes it; the second run, in a new process, reads everything from the cache "
+              "(docs/large-corpora.md)."]
     return "\n".join(lines) + "\n"
 
 

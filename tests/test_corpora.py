@@ -369,3 +369,54 @@ def test_the_batch_encoder_gives_the_ids_of_the_tokenizers_own_truncating_call(m
     assert batch_encoder(tokenizer, max_length, target=True)(texts) == tokenizer(
         text_target=texts, max_length=max_length, truncation=True)["input_ids"]
     assert tokenizer(ENGLISH[:1])["input_ids"] == tiny_tokenizer()(ENGLISH[:1])["input_ids"]  # the copy truncates
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The BPE vocabulary from a sample; streaming under a time budget
+
+
+def test_the_bpe_vocabulary_is_trained_on_a_seeded_sample_of_sentences_recorded_in_the_card(tmp_path):
+    """--tokenizer_sample_lines 100 on 200 pairs (400 sentences): both sides of 50 pairs drawn by numpy's seeded
+    generator. Oracle: the `tokenizers` BPE trainer run on exactly those sentences, picked here from the files; the
+    streamed run picks the same ones in its single pass over the files."""
+    from tokenizers import Tokenizer
+
+    from vanilla_transformer.training.tokenizer import train_tokenizer
+
+    pairs = distinct_pairs(200, seed=3)
+    source, target = write_pairs(tmp_path, pairs)
+    chosen = sorted(np.random.default_rng(7).choice(200, size=50, replace=False).tolist())
+    expected = train_tokenizer([side for i in chosen for side in pairs[i]], vocab_size=120, model_max_length=100)
+    expected_vocab = Tokenizer.from_str(expected.backend_tokenizer.to_str()).get_vocab()
+    for name, extra in (("cached", []), ("streamed", ["--streaming"])):
+        out = tmp_path / name
+        train_main(run_args(source, target, out, tmp_path / "cache", "--max_steps", "1", "--seed", "7",
+                            "--tokenizer_sample_lines", "100", *extra))
+        saved = Tokenizer.from_file(str(out / "tokenizer.json"))
+        assert saved.get_vocab() == expected_vocab, name
+        card = (out / "README.md").read_text()
+        assert ("**tokenizer**: BPE vocabulary trained on a random sample (seed 7) of 50 of the 200 training pairs "
+                "(100 sentences)") in card, name
+    # a sample as large as the corpus is the whole corpus, and the card says nothing of a sample
+    train_main(run_args(source, target, tmp_path / "whole", tmp_path / "cache", "--max_steps", "1",
+                        "--tokenizer_sample_lines", "400"))
+    assert "random sample" not in (tmp_path / "whole" / "README.md").read_text()
+
+
+def test_a_streamed_run_under_a_time_budget_trains_the_planned_steps_and_writes_no_cache(tmp_path, capsys):
+    """--streaming with --max_train_minutes and no --max_steps: the budget's plan (here from a given step time, so
+    the same on any machine: int(0.97 * 15 s / 0.5 s) = 29 steps) sets the length of the endless stream."""
+    source, target = write_pairs(tmp_path, distinct_pairs(60, seed=4))
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    metrics = train_main(run_args(source, target, out, cache, "--streaming", "--max_train_minutes", "0.25",
+                                  "--budget_seconds_per_step", "0.5", "--lr_scheduler_type", "linear", "--logging_steps", "1",
+                                  "--shuffle_buffer_pairs", "30", "--maxi_batch_pairs", "20"))
+    assert "-> 29 steps expected" in capsys.readouterr().out
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] == metrics["time_budget"]["total_steps"] == 29
+    losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+    assert len(losses) == 29 and all(np.isfinite(losses))
+    lr = [entry["learning_rate"] for entry in state["log_history"] if "learning_rate" in entry]
+    assert lr[-1] < 0.1 * max(lr)  # the decay reached its end at the planned last step
+    assert metrics["train_pairs_read"] == 60 and not cache.exists()
+    assert (out / "model.safetensors").is_file()

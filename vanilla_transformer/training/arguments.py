@@ -67,8 +67,8 @@ class DataArguments:
         "help": "Where the training text files are cached as Arrow files (read once, tokenized once per tokenizer). "
                 "Default: $HF_DATASETS_CACHE/vanilla-transformer-corpora (~/.cache/huggingface/datasets/...)."})
     tokenizer_sample_lines: int = field(default=1_000_000, metadata={
-        "help": "Train the BPE vocabulary on at most this many training pairs (both sides), drawn at random with "
-                "--seed from a larger corpus (as SentencePiece's input_sentence_size)."})
+        "help": "Train the BPE vocabulary on at most this many sentences (both sides of half as many training "
+                "pairs), drawn at random with --seed from a larger corpus (as SentencePiece's input_sentence_size)."})
     preprocessing_num_workers: int | None = field(default=None, metadata={
         "help": "Processes that tokenize the training text files (datasets' num_proc). Default: one process whose "
                 "batched fast-tokenizer calls use every core."})

@@ -310,13 +310,27 @@ def describe_cleaning(read: int, used: int, counts: dict, max_source_length: int
             f"{MAX_LENGTH_RATIO}, {counts['duplicate']:,} exact duplicates; training on {used:,} pairs.")
 
 
-def sample_texts(pairs, sample_pairs: int, seed: int) -> tuple[Iterator[str], int]:
-    """The sentences to train the BPE vocabulary on: both sides of every pair, or of `sample_pairs` pairs drawn at
-    random (seeded) where the corpus has more. -> (iterator over the sentences, pairs in the sample)."""
+def sample_pairs(total_pairs: int, sample_lines: int) -> int:
+    """How many pairs a sample of `sample_lines` sentences holds (both sides of each pair are sentences)."""
+    return min(total_pairs, max(1, sample_lines // 2))
+
+
+def _chosen_pairs(total_pairs: int, sample_lines: int, seed: int) -> np.ndarray | None:
+    """The line numbers of the pairs in the sample, ascending (seeded); None where every pair fits."""
+    if 2 * total_pairs <= sample_lines:
+        return None
+    wanted = sample_pairs(total_pairs, sample_lines)
+    return np.sort(np.random.default_rng(seed).choice(total_pairs, size=wanted, replace=False))
+
+
+def sample_texts(pairs, sample_lines: int, seed: int) -> tuple[Iterator[str], int]:
+    """The sentences to train the BPE vocabulary on: both sides of every pair, or, where the corpus has more than
+    `sample_lines` sentences, both sides of `sample_lines // 2` pairs drawn at random (seeded).
+    -> (iterator over the sentences, pairs in the sample)."""
     total = len(pairs)
-    if total > sample_pairs:
-        indices = np.sort(np.random.default_rng(seed).choice(total, size=sample_pairs, replace=False))
-        pairs = pairs.select(indices)
+    chosen = _chosen_pairs(total, sample_lines, seed)
+    if chosen is not None:
+        pairs = pairs.select(chosen)
 
     def texts():
         for start in range(0, len(pairs), 10_000):
@@ -324,15 +338,13 @@ def sample_texts(pairs, sample_pairs: int, seed: int) -> tuple[Iterator[str], in
             yield from batch["source"]
             yield from batch["target"]
 
-    return texts(), min(total, sample_pairs)
+    return texts(), len(pairs)
 
 
-def sample_file_texts(source: str, target: str, total: int, sample_pairs: int, seed: int) -> Iterator[str]:
-    """As `sample_texts`, read from the files (for `--streaming`): the same seeded choice of line numbers, picked
-    in one pass."""
-    chosen = None
-    if total > sample_pairs:
-        chosen = np.sort(np.random.default_rng(seed).choice(total, size=sample_pairs, replace=False))
+def sample_file_texts(source: str, target: str, total: int, sample_lines: int, seed: int) -> Iterator[str]:
+    """As `sample_texts`, read from the files (for `--streaming`): the same seeded choice of pairs, picked in one
+    pass."""
+    chosen = _chosen_pairs(total, sample_lines, seed)
     lines = zip(read_lines(source, "train source"), read_lines(target, "train target"))
     if chosen is None:
         for source_line, target_line in lines:

@@ -1,6 +1,7 @@
 """How the recipe's start grows with the corpus: time to the first training step, peak memory, cache size.
 
     python -m benchmarks.data_scale [--pairs 300000 1000000 4000000] [--data ../shared/data/multi30k] [--write]
+    python -m benchmarks.data_scale --loader 1000000    # the cost of a batch: memory-mapped vs in memory
 
 For each size it builds a distinct synthetic corpus from any parallel files (Multi30k's by default): line k of each
 side joins the sentences i and j of the source files, with (i, j) different for every k, so no two lines repeat.
@@ -19,6 +20,7 @@ shared. `--write` replaces this benchmark's section of benchmarks/RESULTS.md.
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -120,6 +122,41 @@ def tokenization_speeds(files: tuple[Path, Path], work: Path, workers: list[int 
     return seconds
 
 
+def loader_times(files: tuple[Path, Path], work: Path, batches: int, max_tokens: int) -> dict:
+    """Milliseconds per training batch (the trainer's token-budget sampler on the length columns, then
+    `DataCollatorForSeq2Seq`) from the memory-mapped cache and from the same tokenized pairs held in memory (as a
+    Hub dataset or the demo corpus is), alternating the two; the median over `batches` batches each."""
+    import datasets
+    from torch.utils.data import DataLoader
+    from transformers import DataCollatorForSeq2Seq
+
+    from vanilla_transformer.training.batching import TokenBudgetBatchSampler
+    from vanilla_transformer.training.data import length_columns
+
+    cache = work / f"loader-{os.getpid()}"
+    pairs, key = read_corpus(str(files[0]), str(files[1]), "train", str(cache))
+    tokenizer = train_tokenizer(sample_texts(pairs, 100_000, 0)[0], vocab_size=8000)
+    mapped = tokenize_corpus(pairs, key, tokenizer, 128, 128, clean=True, cache_dir=str(cache),
+                             log=lambda line: None)
+    started = time.monotonic()
+    sampler = TokenBudgetBatchSampler(*length_columns(mapped), max_tokens=max_tokens, seed=0)
+    sampler_s = time.monotonic() - started
+    columns = ["input_ids", "labels"]
+    in_memory = datasets.Dataset.from_dict(mapped.select_columns(columns).to_dict())
+    collator = DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100)
+    loaders = {name: iter(DataLoader(dataset.select_columns(columns), batch_sampler=sampler, collate_fn=collator))
+               for name, dataset in (("mapped", mapped), ("in memory", in_memory))}
+    times = {name: [] for name in loaders}
+    for step in range(batches):
+        for name in (list(loaders) if step % 2 == 0 else list(loaders)[::-1]):
+            started = time.monotonic()
+            next(loaders[name])
+            times[name].append(time.monotonic() - started)
+    shutil.rmtree(cache)  # made here
+    return {"sampler_s": sampler_s, "batches": len(sampler), **{name: 1000 * statistics.median(values)
+                                                                 for name, values in times.items()}}
+
+
 def folder_size(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
@@ -152,6 +189,9 @@ def main(argv: list[str] | None = None) -> None:
                         "temporary folder, deleted at the end)")
     parser.add_argument("--tokenization", type=int, default=0, metavar="PAIRS", help="instead: time tokenizing a "
                         "corpus of PAIRS pairs in one process (the fast tokenizer's threads) and in 2 processes")
+    parser.add_argument("--loader", type=int, default=0, metavar="PAIRS", help="instead: milliseconds per training "
+                        "batch read from the memory-mapped cache of a corpus of PAIRS pairs and from the same tokens "
+                        "held in memory")
     parser.add_argument("--write", action="store_true", help="replace this benchmark's section of RESULTS.md")
     args, extra = parser.parse_known_args(argv)
     load_start = os.getloadavg()[0]
@@ -160,6 +200,13 @@ def main(argv: list[str] | None = None) -> None:
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="data-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     rows = []
+    if args.loader:
+        files = build_corpus(args.data / args.source, args.data / args.target, args.loader, work)
+        result = loader_times(files, work, batches=200, max_tokens=2048)
+        print(f"{args.loader:,} pairs, {result['batches']:,} batches of 2,048 tokens (the sampler made them in "
+              f"{result['sampler_s']:.1f} s): {result['mapped']:.1f} ms per batch from the memory-mapped cache, "
+              f"{result['in memory']:.1f} ms from memory (medians of 200); load average {os.getloadavg()[0]:.1f}")
+        return
     if args.tokenization:
         files = build_corpus(args.data / args.source, args.data / args.target, args.tokenization, work)
         seconds = tokenization_speeds(files, work, [None, 2, None, 2])

@@ -23,3 +23,20 @@ torch.set_num_threads(1)
 @pytest.fixture(params=[0, 1, 2], ids=lambda s: f"seed{s}")
 def seed(request):
     return request.param
+
+
+@pytest.fixture(scope="session")
+def served_model_dir(tmp_path_factory):
+    """The `vanilla-transformer serve` tests' tiny translator (tests/serve_fixtures.py), saved once per session."""
+    from serve_fixtures import save_served_model
+
+    return save_served_model(tmp_path_factory.mktemp("served") / "model")
+
+
+@pytest.fixture(scope="session")
+def served_ct2_dir(served_model_dir, tmp_path_factory):
+    """Its CTranslate2 export (float32), made once per session."""
+    from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2  # ctranslate2: an optional extra
+
+    return str(to_ctranslate2(served_model_dir, tmp_path_factory.mktemp("served-ct2") / "ct2",
+                              quantization="float32"))

@@ -1,9 +1,11 @@
 """Models and servers for the `vanilla-transformer serve` tests: a tiny number-words translator (PyTorch, with a
 model card naming en -> de) and its CTranslate2 export; the server on a free port, in a thread of the test process
-(for engines with faults put in) or as the real command in a subprocess; a real HTTP client (httpx)."""
+(for engines with faults put in) or as the real command in a subprocess; a real HTTP client (httpx). The served
+model and its export are conftest.py's session fixtures `served_model_dir` and `served_ct2_dir`."""
 
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -11,11 +13,12 @@ import time
 from contextlib import contextmanager
 
 import httpx
+import pytest
 import torch
 
 from helpers import REPO_ROOT, tiny_config
 
-num2words = __import__("pytest").importorskip("num2words").num2words
+num2words = pytest.importorskip("num2words").num2words
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration  # noqa: E402
 from vanilla_transformer.cards.model_card import save_for_hub  # noqa: E402
@@ -36,6 +39,13 @@ def save_served_model(path) -> str:
     model.generation_config.max_length = 16
     save_for_hub(model, tokenizer, path, source_lang="en", target_lang="de")
     return str(path)
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the kernel's pick), for commands that need a port number of their own."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def post(url: str, timeout: float = 60, **fields) -> httpx.Response:
@@ -67,11 +77,13 @@ def server_in_thread(engine, settings):
 
 
 class ServerProcess:
-    """`vanilla-transformer serve ARGS --port 0` in a subprocess; `url` once it listens; its log lines in `log`."""
+    """`vanilla-transformer serve ARGS --port PORT` (default 0: any free port) in a subprocess; `url` once it
+    listens; its log lines in `log`."""
 
-    def __init__(self, args: list[str], timeout: float = 120):
+    def __init__(self, args: list[str], timeout: float = 120, port: int = 0):
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
-        self.process = subprocess.Popen([sys.executable, "-m", "vanilla_transformer", "serve", *args, "--port", "0"],
+        self.process = subprocess.Popen([sys.executable, "-m", "vanilla_transformer", "serve", *args, "--port",
+                                         str(port)],
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         self.log: list[str] = []
         self.port = None

@@ -44,17 +44,6 @@ LOCAL_IMPORTS_ALLOWED = {
     # `from vanilla_transformer.serve import ServeSettings` works without the serve extra; the app and the engine,
     # which need FastAPI and torch, are imported when asked for (the module's __getattr__)
     "vanilla_transformer.serve": {"vanilla_transformer.serve.app", "vanilla_transformer.serve.engine"},
-    # the recipe's modules and the Marian export: these function-local imports are listed one by one, so that
-    # no new one creeps in; each is a candidate for the module level
-    "vanilla_transformer.interop.export_marian": {"huggingface_hub", "transformers", "transformers.activations", "vanilla_transformer.interop.convert"},
-    "vanilla_transformer.training.arguments": {"torch", "transformers", "vanilla_transformer", "vanilla_transformer.training.precision"},
-    "vanilla_transformer.training.data": {"copy", "tokenizers", "torch.distributed", "vanilla_transformer.files", "vanilla_transformer.training.numbers"},
-    "vanilla_transformer.training.trainer": {"sys", "torch.distributed", "tqdm.auto", "transformers.trainer_utils", "vanilla_transformer.cards.model_card", "vanilla_transformer.files"},
-}
-# Private names imported across modules, in a module being split by job (the names go public with it).
-PRIVATE_IMPORTS_ALLOWED = {
-    ("vanilla_transformer.interop.export_marian", "vanilla_transformer.interop.export_ctranslate2", "_load_checkpoint"),
-    ("vanilla_transformer.interop.export_marian", "vanilla_transformer.interop.export_ctranslate2", "_load_tokenizer"),
 }
 MAX_ROOT_MODULES = 10
 MAX_FUNCTION_LINES = 100
@@ -161,7 +150,7 @@ def test_no_private_names_imported_across_modules():
                                                                  level=node.level))[0].rstrip(".")
                 private.update((module, source, alias.name) for alias in node.names
                                if alias.name.startswith("_") and not alias.name.startswith("__"))
-    assert private <= PRIVATE_IMPORTS_ALLOWED, sorted(private - PRIVATE_IMPORTS_ALLOWED)
+    assert not private, sorted(private)
 
 
 def test_at_most_ten_modules_at_the_package_root():

@@ -12,13 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from serve_fixtures import SENTENCES, ServerProcess, post, save_served_model, server_in_thread
+from serve_fixtures import SENTENCES, ServerProcess, free_port, post, server_in_thread
 
 pytest.importorskip("fastapi")
 pytest.importorskip("sentencex")
 ctranslate2 = pytest.importorskip("ctranslate2")
 
-from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2  # noqa: E402
 from vanilla_transformer.serve import ServeSettings  # noqa: E402
 from vanilla_transformer.serve.engine import TranslationEngine  # noqa: E402
 from vanilla_transformer.translate import load_model_and_tokenizer, translate  # noqa: E402
@@ -27,19 +26,9 @@ API_KEY = "k-3f9a1c"
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return save_served_model(tmp_path_factory.mktemp("served") / "model")
-
-
-@pytest.fixture(scope="module")
-def ct2_dir(model_dir, tmp_path_factory):
-    return str(to_ctranslate2(model_dir, tmp_path_factory.mktemp("served-ct2") / "ct2", quantization="float32"))
-
-
-@pytest.fixture(scope="module")
-def oracles(model_dir, ct2_dir):
+def oracles(served_model_dir, served_ct2_dir):
     """(model, tokenizer) of each engine, loaded by the library as `vanilla-transformer translate` loads them."""
-    return {"pytorch": load_model_and_tokenizer(model_dir, "cpu"), "ctranslate2": load_model_and_tokenizer(ct2_dir)}
+    return {"pytorch": load_model_and_tokenizer(served_model_dir, "cpu"), "ctranslate2": load_model_and_tokenizer(served_ct2_dir)}
 
 
 def alone(oracle, sentences) -> dict[str, str]:
@@ -54,13 +43,13 @@ def expected(oracles):
 
 
 @pytest.fixture(scope="module")
-def command(ct2_dir, tmp_path_factory):
+def command(served_ct2_dir, tmp_path_factory):
     """The real command over the CTranslate2 export (which has no model card: the languages are given), with API
     keys and small limits."""
     keys = tmp_path_factory.mktemp("keys") / "keys.txt"
     keys.write_text(f"# keys of this test\n{API_KEY}\nother-key\n", encoding="utf-8")
-    server = ServerProcess([ct2_dir, "--source-lang", "en", "--target-lang", "de", "--api-keys", str(keys), "--char-limit", "400", "--batch-limit", "20",
-                            "--body-limit", "100000"])
+    server = ServerProcess([served_ct2_dir, "--source-lang", "en", "--target-lang", "de", "--api-keys", str(keys),
+                            "--char-limit", "400", "--batch-limit", "20", "--body-limit", "100000"])
     yield server
     assert server.stop() == 0, "\n".join(server.log)
 
@@ -107,10 +96,10 @@ def batch_counts(url) -> tuple[float, float]:
 
 @pytest.mark.parametrize("engine_name", ["pytorch", "ctranslate2"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_concurrent_requests_get_their_own_answers(engine_name, seed, model_dir, ct2_dir, expected):
+def test_concurrent_requests_get_their_own_answers(engine_name, seed, served_model_dir, served_ct2_dir, expected):
     import random
 
-    folder = model_dir if engine_name == "pytorch" else ct2_dir
+    folder = served_model_dir if engine_name == "pytorch" else served_ct2_dir
     engine = TranslationEngine(folder, source_lang="en", target_lang="de")
     order = [sentence for _ in range(3) for sentence in SENTENCES]
     random.Random(seed).shuffle(order)
@@ -131,8 +120,8 @@ def test_concurrent_requests_get_their_own_answers(engine_name, seed, model_dir,
     assert calls < len(order) / 2  # the sentences went to the engine in batches, not one by one
 
 
-def test_without_batching_each_sentence_is_one_engine_call(ct2_dir, expected):
-    engine = TranslationEngine(ct2_dir, source_lang="en", target_lang="de")
+def test_without_batching_each_sentence_is_one_engine_call(served_ct2_dir, expected):
+    engine = TranslationEngine(served_ct2_dir, source_lang="en", target_lang="de")
     with server_in_thread(engine, ServeSettings(batching=False)) as url:
         with ThreadPoolExecutor(8) as pool:
             answers = list(pool.map(lambda s: post(url, q=s, source="en", target="de").json()["translatedText"],
@@ -141,8 +130,33 @@ def test_without_batching_each_sentence_is_one_engine_call(ct2_dir, expected):
     assert answers == [expected["ctranslate2"][sentence] for sentence in SENTENCES]
 
 
-def test_the_languages_come_from_the_model_card(model_dir, expected):
-    engine = TranslationEngine(model_dir)
+def test_several_worker_processes_serve_one_address_and_stop_together_on_sigterm(served_ct2_dir, expected):
+    """--workers 2: uvicorn's supervisor starts two processes, each loading the model; concurrent requests on new
+    connections get the single-sentence answers; SIGTERM to the supervisor ends both workers and the command exits
+    0. Oracle: the workers' own log lines (each names its process id)."""
+    import re
+    import time
+
+    server = ServerProcess([served_ct2_dir, "--source-lang", "en", "--target-lang", "de", "--workers", "2"],
+                           timeout=180, port=free_port())
+    try:
+        deadline = time.monotonic() + 180
+        while len(started := set(re.findall(r"\[(\d+)\] Application startup complete", "\n".join(server.log)))) < 2:
+            assert time.monotonic() < deadline, "\n".join(server.log)
+            time.sleep(0.1)
+        with ThreadPoolExecutor(8) as pool:  # each post() opens its own connection
+            answers = list(pool.map(lambda s: post(server.url, q=s, source="en", target="de"), SENTENCES * 2))
+    finally:
+        status = server.stop()
+    assert [answer.json()["translatedText"] for answer in answers] == [expected["ctranslate2"][s]
+                                                                       for s in SENTENCES * 2]
+    assert status == 0, "\n".join(server.log)
+    finished = set(re.findall(r"\[(\d+)\] Finished server process", "\n".join(server.log)))
+    assert finished == started and len(started) == 2, "\n".join(server.log)
+
+
+def test_the_languages_come_from_the_model_card(served_model_dir, expected):
+    engine = TranslationEngine(served_model_dir)
     assert (engine.source_lang, engine.target_lang) == ("en", "de")
     with server_in_thread(engine, ServeSettings()) as url:
         assert httpx.get(f"{url}/languages").json()[0] == {"code": "en", "name": "English", "targets": ["de"]}
@@ -219,8 +233,8 @@ def test_unknown_routes_and_methods_answer_with_an_error(command):
     assert (response.status_code, response.json()) == (405, {"error": "Method Not Allowed"})
 
 
-def test_over_the_request_limit_a_client_gets_429(ct2_dir, expected):
-    engine = TranslationEngine(ct2_dir, source_lang="en", target_lang="de")
+def test_over_the_request_limit_a_client_gets_429(served_ct2_dir, expected):
+    engine = TranslationEngine(served_ct2_dir, source_lang="en", target_lang="de")
     with server_in_thread(engine, ServeSettings(req_limit=3)) as url:
         answers = [post(url, q=SENTENCES[2], source="en", target="de") for _ in range(5)]
         assert [answer.status_code for answer in answers] == [200, 200, 200, 429, 429]
@@ -246,7 +260,7 @@ def test_the_metrics_are_prometheus_text(command):
 
 
 @pytest.mark.parametrize("problem", ["missing folder", "no languages", "same languages", "empty keys", "port taken"])
-def test_the_command_stops_with_one_line(problem, model_dir, ct2_dir, tmp_path, capsys):
+def test_the_command_stops_with_one_line(problem, served_model_dir, served_ct2_dir, tmp_path, capsys):
     import socket
 
     from helpers import run_main
@@ -254,10 +268,10 @@ def test_the_command_stops_with_one_line(problem, model_dir, ct2_dir, tmp_path, 
 
     argv, message = {
         "missing folder": ([str(tmp_path / "missing")], "model folder not found"),
-        "no languages": ([ct2_dir], "does not say which languages it translates"),
-        "same languages": ([model_dir, "--target-lang", "en"], "the source and target languages are both 'en'"),
-        "empty keys": ([model_dir, "--api-keys", str(tmp_path / "keys.txt")], "holds no key"),
-        "port taken": ([model_dir], "cannot listen on 127.0.0.1:"),
+        "no languages": ([served_ct2_dir], "does not say which languages it translates"),
+        "same languages": ([served_model_dir, "--target-lang", "en"], "the source and target languages are both 'en'"),
+        "empty keys": ([served_model_dir, "--api-keys", str(tmp_path / "keys.txt")], "holds no key"),
+        "port taken": ([served_model_dir], "cannot listen on 127.0.0.1:"),
     }[problem]
     (tmp_path / "keys.txt").write_text("# no key yet\n\n", encoding="utf-8")
     with socket.socket() as taken:

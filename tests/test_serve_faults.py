@@ -10,31 +10,20 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from serve_fixtures import SENTENCES, ServerProcess, post, save_served_model, server_in_thread
+from serve_fixtures import SENTENCES, ServerProcess, post, server_in_thread
 
 pytest.importorskip("fastapi")
 pytest.importorskip("sentencex")
 pytest.importorskip("ctranslate2")
 
-from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2  # noqa: E402
 from vanilla_transformer.serve import ServeSettings  # noqa: E402
 from vanilla_transformer.serve.engine import TranslationEngine  # noqa: E402
 from vanilla_transformer.translate import load_model_and_tokenizer, translate  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return save_served_model(tmp_path_factory.mktemp("served") / "model")
-
-
-@pytest.fixture(scope="module")
-def ct2_dir(model_dir, tmp_path_factory):
-    return str(to_ctranslate2(model_dir, tmp_path_factory.mktemp("served-ct2") / "ct2", quantization="float32"))
-
-
-@pytest.fixture(scope="module")
-def expected(ct2_dir):
-    model, tokenizer = load_model_and_tokenizer(ct2_dir)
+def expected(served_ct2_dir):
+    model, tokenizer = load_model_and_tokenizer(served_ct2_dir)
     return {sentence: translate(model, tokenizer, [sentence])[0] for sentence in SENTENCES}
 
 
@@ -81,8 +70,8 @@ def at_once(url, sentences):
         return list(pool.map(send, sentences))
 
 
-def test_an_engine_killed_mid_batch_fails_that_batch_and_the_next_requests_are_served(ct2_dir, expected):
-    engine = KilledMidBatch(ct2_dir, source_lang="en", target_lang="de")
+def test_an_engine_killed_mid_batch_fails_that_batch_and_the_next_requests_are_served(served_ct2_dir, expected):
+    engine = KilledMidBatch(served_ct2_dir, source_lang="en", target_lang="de")
     sentences = SENTENCES[:6]
     with server_in_thread(engine, ServeSettings(batch_wait_ms=1000)) as url:
         responses = at_once(url, sentences)
@@ -102,8 +91,8 @@ def test_an_engine_killed_mid_batch_fails_that_batch_and_the_next_requests_are_s
         assert "vt_engine_failures_total 1.0" in httpx.get(f"{url}/metrics").text
 
 
-def test_a_request_the_engine_refuses_does_not_fail_the_others_in_its_batch(ct2_dir, expected):
-    engine = RefusesOneSentence(ct2_dir, source_lang="en", target_lang="de")
+def test_a_request_the_engine_refuses_does_not_fail_the_others_in_its_batch(served_ct2_dir, expected):
+    engine = RefusesOneSentence(served_ct2_dir, source_lang="en", target_lang="de")
     sentences = SENTENCES[:6]
     with server_in_thread(engine, ServeSettings(batch_wait_ms=1000)) as url:
         responses = at_once(url, sentences)
@@ -116,14 +105,14 @@ def test_a_request_the_engine_refuses_does_not_fail_the_others_in_its_batch(ct2_
             assert response.json() == {"translatedText": expected[sentence]}
 
 
-def test_a_request_over_its_timeout_gets_503_and_the_server_goes_on(ct2_dir, expected):
+def test_a_request_over_its_timeout_gets_503_and_the_server_goes_on(served_ct2_dir, expected):
     class Slow(TranslationEngine):
         def translate(self, sentences):
             if SENTENCES[0] in sentences:
                 time.sleep(1.5)
             return super().translate(sentences)
 
-    with server_in_thread(Slow(ct2_dir, source_lang="en", target_lang="de"), ServeSettings(timeout=0.5)) as url:
+    with server_in_thread(Slow(served_ct2_dir, source_lang="en", target_lang="de"), ServeSettings(timeout=0.5)) as url:
         response = post(url, q=SENTENCES[0], source="en", target="de")
         assert response.status_code == 503
         assert "longer than this server's timeout of 0.5 s" in response.json()["error"]
@@ -138,8 +127,8 @@ def queued(url) -> float:
     raise AssertionError("no vt_queued_sentences in /metrics")
 
 
-def test_sigterm_under_load_answers_the_requests_in_flight_and_exits_0(ct2_dir, expected):
-    server = ServerProcess([ct2_dir, "--source-lang", "en", "--target-lang", "de", "--batch-wait-ms", "2000"])
+def test_sigterm_under_load_answers_the_requests_in_flight_and_exits_0(served_ct2_dir, expected):
+    server = ServerProcess([served_ct2_dir, "--source-lang", "en", "--target-lang", "de", "--batch-wait-ms", "2000"])
     try:
         in_flight = SENTENCES[:8]
         with ThreadPoolExecutor(12) as pool:
@@ -212,13 +201,13 @@ def page_origin():
 
 
 @pytest.mark.parametrize("cors", [True, False], ids=["cors", "no-cors"])
-def test_a_browser_fetch_from_another_origin(ct2_dir, expected, page_origin, cors):
+def test_a_browser_fetch_from_another_origin(served_ct2_dir, expected, page_origin, cors):
     import os
 
     sync_api = pytest.importorskip("playwright.sync_api")
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    engine = TranslationEngine(ct2_dir, source_lang="en", target_lang="de")
+    engine = TranslationEngine(served_ct2_dir, source_lang="en", target_lang="de")
     with server_in_thread(engine, ServeSettings(cors=cors)) as url, sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:

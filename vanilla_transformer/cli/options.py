@@ -9,10 +9,9 @@ Each type is a function from the text to the value that raises `argparse.Argumen
 import argparse
 import os
 
-
-class UsageError(Exception):
-    """A command's arguments that do not go together (found in `run`); `cli.main` reports it as argparse would:
-    usage, one error line, exit code 2."""
+# A command's arguments that do not go together (found in `run`): the recipe's exception, which `cli.main` reports
+# as argparse would (usage, one error line, exit code 2).
+from vanilla_transformer.training.messages import UsageError  # noqa: F401  (the commands import it from here)
 
 
 def _number(text: str, kind: type):

@@ -234,6 +234,23 @@ def load_export_tokenizer(tokenizer, checkpoint: Path | None):
     return tokenizer
 
 
+def export_inputs(checkpoint_or_model, tokenizer, output_dir, overwrite: bool):
+    """What every export starts with, in this order: the output folder checked against its inputs (nothing loaded
+    yet), then the model (a checkpoint folder, checked whole, or a model object) and its tokenizer loaded.
+    -> (output folder, checkpoint folder or None, the input paths, model, tokenizer)."""
+    out = Path(output_dir)
+    checkpoint = Path(checkpoint_or_model) if isinstance(checkpoint_or_model, (str, os.PathLike)) else None
+    inputs = [Path(path) for path in (checkpoint, tokenizer) if isinstance(path, (str, os.PathLike))]
+    check_export_output(out, overwrite, inputs)
+    if checkpoint is not None:
+        model = load_export_checkpoint(checkpoint)
+    else:
+        model = checkpoint_or_model
+        if getattr(model.config, "model_type", None) != "vanilla_transformer":
+            raise ExportError(f"Only VanillaTransformerForConditionalGeneration exports, got {type(model).__name__}.")
+    return out, checkpoint, inputs, model, load_export_tokenizer(tokenizer, checkpoint)
+
+
 def check_export_output(out: Path, overwrite: bool, inputs) -> None:
     """Refuse (`ExportError`, one line) an output folder the export must not write (`files.paths.check_output_folder`):
     one that is, contains or lies inside one of the `inputs` (even with `overwrite`), a file, a place that cannot be
@@ -262,17 +279,7 @@ def to_ctranslate2(checkpoint_or_model, output_dir: str | os.PathLike, quantizat
     if quantization not in QUANTIZATIONS:
         raise ExportError(f"quantization={quantization!r} is not one of {', '.join(QUANTIZATIONS)}.")
     _import_ctranslate2()
-    out = Path(output_dir)
-    checkpoint = Path(checkpoint_or_model) if isinstance(checkpoint_or_model, (str, os.PathLike)) else None
-    inputs = [path for path in (checkpoint, tokenizer) if isinstance(path, (str, os.PathLike))]
-    check_export_output(out, overwrite, inputs)
-    if checkpoint is not None:
-        model = load_export_checkpoint(checkpoint)
-    else:
-        model = checkpoint_or_model
-        if getattr(model.config, "model_type", None) != "vanilla_transformer":
-            raise ExportError(f"Only VanillaTransformerForConditionalGeneration exports, got {type(model).__name__}.")
-    tokenizer = load_export_tokenizer(tokenizer, checkpoint)
+    out, checkpoint, inputs, model, tokenizer = export_inputs(checkpoint_or_model, tokenizer, output_dir, overwrite)
 
     spec = model_spec(model)
     source, target = vocabularies(tokenizer, model.config)

@@ -34,14 +34,17 @@ from importlib import resources
 from pathlib import Path
 
 import torch
+import transformers
+from huggingface_hub import ModelCard, ModelCardData
+from transformers import GenerationConfig, MarianConfig, MarianMTModel
+from transformers.activations import ACT2FN
 
+from vanilla_transformer.cards.model_card import hub_id_from_path
 from vanilla_transformer.files.staging import staged_folder
 from vanilla_transformer.interop.export_ctranslate2 import (
     SINUSOID_TABLE_ROWS,
     ExportError,
-    check_export_output,
-    load_export_checkpoint,
-    load_export_tokenizer,
+    export_inputs,
 )
 
 MARIAN_LAYER_NORM_EPS = 1e-5  # MarianEncoderLayer / MarianDecoderLayer use nn.LayerNorm's default
@@ -96,7 +99,6 @@ def check_marian_exportable(config) -> None:
         refuse("pad_token_id", "MarianMTModel needs a padding token")
     if config.decoder_start_token_id is None:
         refuse("decoder_start_token_id", "MarianMTModel needs a decoder start token")
-    from transformers.activations import ACT2FN
 
     if config.activation_function not in ACT2FN:
         refuse("activation_function", "transformers has no activation of that name")
@@ -104,8 +106,6 @@ def check_marian_exportable(config) -> None:
 
 def marian_config(config):
     """The `MarianConfig` of the model computing what a `VanillaTransformerConfig` computes."""
-    from transformers import MarianConfig
-
     check_marian_exportable(config)
     return MarianConfig(
         vocab_size=config.vocab_size,
@@ -171,8 +171,6 @@ def marian_model(model):
     """A `MarianMTModel` (in eval mode) computing what `model`, a `VanillaTransformerForConditionalGeneration`,
     computes: the same weights under the same names, the d_model axis permuted to Marian's sinusoid layout, a zero
     `final_logits_bias` where ours has none, and `model`'s generation config."""
-    from transformers import MarianMTModel
-
     config = model.config
     marian = MarianMTModel(marian_config(config)).to(model.dtype).eval()
     ours = {name: tensor.detach() for name, tensor in model.state_dict().items()}
@@ -193,8 +191,6 @@ def marian_model(model):
 def marian_generation_config(model):
     """Our decoding defaults (the checkpoint's generation config: beam size, length penalty, maximum length, banned or
     forced tokens) with the special tokens of the model's config."""
-    from transformers import GenerationConfig
-
     source = model.generation_config or GenerationConfig.from_model_config(model.config)
     generation = GenerationConfig.from_dict(source.to_diff_dict())
     generation._from_model_config = False  # settings of their own: loaders must not rebuild them from config.json
@@ -234,8 +230,6 @@ def save_portable_tokenizer(tokenizer, folder: Path) -> None:
 
 def check_portable_tokenizer(tokenizer) -> None:
     """A fast tokenizer (tokenizer.json), or a slow one that transformers itself defines (both versions know it)."""
-    import transformers
-
     name = type(tokenizer).__name__
     if getattr(tokenizer, "is_fast", False):
         return
@@ -261,8 +255,6 @@ def fits_ctranslate2_marian_loader(model) -> bool:
 
 def _source_card_data(checkpoint: Path | None) -> dict:
     """license, language, datasets and metrics of the checkpoint's own card, if it has one."""
-    from huggingface_hub import ModelCard
-
     if checkpoint is None or not (checkpoint / "README.md").is_file():
         return {}
     try:
@@ -274,10 +266,6 @@ def _source_card_data(checkpoint: Path | None) -> dict:
 
 def marian_model_card(model, checkpoint: Path | None, model_id: str):
     """The README.md of the folder (huggingface_hub's ModelCard): transformers / translation metadata, the source."""
-    from huggingface_hub import ModelCard, ModelCardData
-
-    from vanilla_transformer.interop.convert import hub_id_from_path
-
     config, generation = model.config, model.generation_config
     base_model = hub_id_from_path(checkpoint) if checkpoint is not None else None
     data = ModelCardData(library_name="transformers", pipeline_tag="translation", base_model=base_model,
@@ -322,20 +310,7 @@ def to_marian(checkpoint_or_model, output_dir: str | os.PathLike, *, tokenizer=N
     renamed into place when whole). Raises `ExportError` (one line naming the option or the file) for what cannot be
     exported, `files.OutputError` (one line naming `output_dir`) when the disk fills up or it cannot be written.
     """
-    out = Path(output_dir)
-    checkpoint = None
-    inputs = [Path(tokenizer)] if isinstance(tokenizer, (str, os.PathLike)) else []
-    if isinstance(checkpoint_or_model, (str, os.PathLike)):
-        checkpoint = Path(checkpoint_or_model)
-        inputs.append(checkpoint)
-    check_export_output(out, overwrite, inputs)
-    if checkpoint is not None:
-        model = load_export_checkpoint(checkpoint)
-    else:
-        model = checkpoint_or_model
-        if getattr(model.config, "model_type", None) != "vanilla_transformer":
-            raise ExportError(f"Only VanillaTransformerForConditionalGeneration exports, got {type(model).__name__}.")
-    tokenizer = load_export_tokenizer(tokenizer, checkpoint)
+    out, checkpoint, inputs, model, tokenizer = export_inputs(checkpoint_or_model, tokenizer, output_dir, overwrite)
     check_portable_tokenizer(tokenizer)
     marian = marian_model(model)  # checks the config first
     if model.config.target_vocab_size != model.config.vocab_size:

@@ -17,7 +17,12 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+import torch
+from transformers import AutoConfig, HfArgumentParser
+
+from vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer.training.budget import PLACEHOLDER_MAX_STEPS, SCHEDULES
+from vanilla_transformer.training.precision import default_precision
 from vanilla_transformer.training.presets import PRESETS, Preset, paper_learning_rate
 from vanilla_transformer.training.trainer import TranslationTrainingArguments
 
@@ -176,8 +181,6 @@ def check_number_options(*settings) -> None:
 
 def check_config_key(key: str) -> None:
     """Raise ValueError (one line) unless `key` names a VanillaTransformerConfig field or one of its aliases."""
-    from vanilla_transformer import VanillaTransformerConfig
-
     if key in TOKENIZER_CONFIG_KEYS:
         raise ValueError(f"--config_overrides: {key} is set from the tokenizer"
                          + (" (--vocab_size sets the size of the BPE vocabulary trained on the data)."
@@ -208,10 +211,6 @@ def architecture_d_model(model_args, preset: Preset) -> int:
     if model_args.d_model is not None:
         return model_args.d_model
     if model_args.model_name_or_path is not None:
-        from transformers import AutoConfig
-
-        import vanilla_transformer  # noqa: F401  (registers the model type)
-
         try:
             config = AutoConfig.from_pretrained(model_args.model_name_or_path)
         except (OSError, ValueError) as error:
@@ -223,7 +222,6 @@ def architecture_d_model(model_args, preset: Preset) -> int:
             raise LearningRateError(f"--model_name_or_path {model_args.model_name_or_path} has no d_model in its "
                                     "config; give --learning_rate.")
         return config.d_model
-    from vanilla_transformer import VanillaTransformerConfig
 
     return preset.model.get("d_model", VanillaTransformerConfig().d_model)
 
@@ -240,8 +238,6 @@ def settle_learning_rate(model_args, training_args, preset: Preset) -> float:
 def parse_arguments(argv: list[str] | None = None):
     """-> (data_args, model_args, training_args, explicit option names). Preset values become the defaults; the
     learning rate, the precision and a time budget's step count are settled here, before anything is built."""
-    from transformers import HfArgumentParser
-
     argv = sys.argv[1:] if argv is None else list(argv)
     preset_parser = argparse.ArgumentParser(add_help=False)
     preset_parser.add_argument("--preset", default="demo")
@@ -259,9 +255,6 @@ def parse_arguments(argv: list[str] | None = None):
         defaults["report_to"] = "tensorboard"
     except ImportError:
         defaults["report_to"] = "none"
-    import torch
-
-    from vanilla_transformer.training.precision import default_precision
 
     defaults["dataloader_pin_memory"] = torch.cuda.is_available()
     defaults["ddp_find_unused_parameters"] = False  # every parameter takes part in every step

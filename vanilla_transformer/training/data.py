@@ -5,9 +5,15 @@ user's data raise `DataError` with a message naming the file or dataset; `traini
 traceback.
 """
 
+import copy
 import os
 
 import numpy as np
+import torch.distributed as dist
+from tokenizers import models
+
+from vanilla_transformer.files import TextFileError, read_text_lines
+from vanilla_transformer.training.numbers import number_translation_splits
 
 SPLITS = ("train", "validation", "test")
 
@@ -19,8 +25,6 @@ class DataError(ValueError):
 def _read_lines(path: str, what: str) -> list[str]:
     """Lines as `wc -l` counts them (`vanilla_transformer.files.read_text_lines`: split on "\\n" only, so a \\x0c,
     U+2028 or U+0085 inside a sentence of a crawled corpus stays in it; \\r\\n endings and a BOM removed)."""
-    from vanilla_transformer.files import TextFileError, read_text_lines
-
     try:
         lines = read_text_lines(path, f"{what} file")
     except TextFileError as error:
@@ -115,8 +119,6 @@ def demo_splits(train_size: int, seed: int, source_lang: str = "en", target_lang
     """The generated number-words corpus, English -> German by default (see vanilla_transformer.training.numbers)."""
     from datasets import Dataset
 
-    from vanilla_transformer.training.numbers import number_translation_splits
-
     raw = number_translation_splits(train_size=train_size, seed=seed, source_lang=source_lang, target_lang=target_lang)
     return {split: Dataset.from_dict(columns) for split, columns in raw.items()}
 
@@ -186,10 +188,6 @@ class SubwordDropout:
     """
 
     def __init__(self, dataset, tokenizer, dropout: float, max_source_length: int, max_target_length: int):
-        import copy
-
-        from tokenizers import models
-
         if not 0 < dropout < 1:
             raise ValueError(f"BPE-dropout must lie between 0 and 1 (exclusive), got {dropout}.")
         backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -216,7 +214,6 @@ class SubwordDropout:
         """Segment every pair for `epoch` (nothing to do if it is the current one)."""
         if epoch == self.epoch:
             return
-        import torch.distributed as dist
 
         shared = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
         segmentation = [None]

@@ -1,9 +1,11 @@
-"""The recipe's one-line problems and its log: `UsageError` for a bad option or bad data (`train.main` prints it
-as `error: MESSAGE` without a traceback) and `log`, which prints on the main process only."""
+"""One-line problems and the recipe's log: `UsageError` for options that do not go together or data that cannot be
+used, reported without a traceback (the recipe's `train.main` prints `error: MESSAGE` and exits 1; the other
+commands' `cli.main` prints the usage and the message and exits 2, as argparse does), and `log`, which prints on the
+main process only."""
 
 
 class UsageError(Exception):
-    """A problem with the command line or the data, reported without a traceback."""
+    """Options that do not go together, or data that cannot be used: one line, no traceback."""
 
 
 def log(training_args, message: str) -> None:

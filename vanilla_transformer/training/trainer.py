@@ -13,16 +13,22 @@ The scores (sacreBLEU, chrF, the literature's BLEU) are in training/metrics.py.
 import math
 import os
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch.optim.lr_scheduler import LambdaLR
 from torch.utils.data import DataLoader, SequentialSampler
+from tqdm.auto import tqdm
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
 from transformers.trainer_callback import ProgressCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
+from vanilla_transformer.cards.model_card import render_model_card
+from vanilla_transformer.files import clean_stale_staging, install_folder, staging_name, writing_errors
 from vanilla_transformer.training.batching import TokenBudgetBatchSampler
 from vanilla_transformer.training.budget import (
     PLACEHOLDER_MAX_STEPS,
@@ -201,10 +207,6 @@ class TimeLimit(TrainerCallback):
 
 def _print_above_the_bar(line: str) -> None:
     """Print a line of the log above a tqdm progress bar (not glued to its end), flushed."""
-    import sys
-
-    from tqdm.auto import tqdm
-
     tqdm.write(line)
     sys.stdout.flush()
 
@@ -304,23 +306,12 @@ class TranslationTrainer(Seq2SeqTrainer):
         if getattr(self, "_main_pid", None) is None:
             pid = [os.getpid()]
             if self.args.world_size > 1:
-                import torch.distributed as dist
-
                 if dist.is_available() and dist.is_initialized():
                     dist.broadcast_object_list(pid, src=0)
             self._main_pid = pid[0]
         return self._main_pid
 
     def _save_checkpoint(self, model, trial) -> None:
-        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
-
-        from vanilla_transformer.files import (
-            clean_stale_staging,
-            install_folder,
-            staging_name,
-            writing_errors,
-        )
-
         run_dir = super()._get_output_dir(trial)
         name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
         holder = os.path.join(run_dir, staging_name(name, self._staging_pid()))
@@ -350,8 +341,6 @@ class TranslationTrainer(Seq2SeqTrainer):
 
     def _point_best_checkpoint_at(self, run_dir: str, holder: str) -> None:
         """The Trainer looked for the best checkpoint in the staging folder: point at the real one, as it would."""
-        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
-
         best_step = self.state.best_global_step
         if best_step:
             best = os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{best_step}")
@@ -399,8 +388,6 @@ class TranslationTrainer(Seq2SeqTrainer):
 
 def write_model_card(model, output_dir: str, **card_info) -> str:
     """Render the package's model card for `model` into `output_dir/README.md` and return its path."""
-    from vanilla_transformer.cards.model_card import render_model_card
-
     card = render_model_card(model, **card_info)
     path = os.path.join(output_dir, "README.md")
     card.save(path)

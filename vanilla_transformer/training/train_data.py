@@ -89,13 +89,18 @@ def open_text_corpus(data_args, training_args) -> TextCorpus:
     return corpus
 
 
+def describe_sample(corpus: TextCorpus, limit: int, seed: int) -> None:
+    """Record for the card which sentences the BPE vocabulary is trained on, where it is a sample."""
+    if 2 * corpus.pairs_read > limit:
+        corpus.tokenizer_sample = (f"a random sample (seed {seed}) of {sample_pairs(corpus.pairs_read, limit):,} "
+                                   f"of the {corpus.pairs_read:,} training pairs ({limit:,} sentences)")
+
+
 def tokenizer_texts(corpus: TextCorpus, data_args, seed: int) -> Iterator[str]:
     """Both sides of the pairs the BPE vocabulary is trained on: all, or, where the corpus has more than
     --tokenizer_sample_lines sentences, a seeded sample of half as many pairs (recorded for the card)."""
     limit = data_args.tokenizer_sample_lines
-    if 2 * corpus.pairs_read > limit:
-        corpus.tokenizer_sample = (f"a random sample (seed {seed}) of {sample_pairs(corpus.pairs_read, limit):,} "
-                                   f"of the {corpus.pairs_read:,} training pairs ({limit:,} sentences)")
+    describe_sample(corpus, limit, seed)
     if corpus.streaming:
         return sample_file_texts(corpus.source, corpus.target, corpus.pairs_read, limit, seed)
     return sample_texts(corpus.pairs, limit, seed)[0]
@@ -110,12 +115,12 @@ def cached_tokenizer(corpus: TextCorpus, data_args, training_args, train):
                                      max(data_args.max_source_length, data_args.max_target_length)]).encode())
     folder = os.path.join(corpus.cache_dir, f"pairs-{corpus.key}", f"tokenizer-{key.hexdigest()[:20]}")
     log = _process_log(training_args)
-    texts = tokenizer_texts(corpus, data_args, training_args.seed)  # a generator: nothing is read before next()
+    describe_sample(corpus, data_args.tokenizer_sample_lines, training_args.seed)  # a reused tokenizer's too
     with training_args.main_process_first(desc="training the BPE tokenizer"):
         if os.path.isfile(os.path.join(folder, "tokenizer.json")):
             log(f"Reusing the BPE tokenizer in {folder}")
             return AutoTokenizer.from_pretrained(folder)
-        tokenizer = train(texts)
+        tokenizer = train(tokenizer_texts(corpus, data_args, training_args.seed))
         temporary = f"{folder}.tmp-{os.getpid()}"
         tokenizer.save_pretrained(temporary)
         try:

@@ -3,7 +3,7 @@
     from benchmarks.report import machine_description, software_versions, write_section
 
     machine_description()   # "CPU only: 2 cores of AMD EPYC, 2 torch threads, load average 0.9 at the start
-                            #  (shared machine); CPU flags: avx2"  or  "1 x NVIDIA H100 80GB HBM3, AMD EPYC ..."
+                            #  (other work running); CPU flags: avx2"  or  "1 x NVIDIA H100 80GB HBM3, AMD EPYC ..."
     software_versions()     # "torch 2.13.0+cpu, transformers 5.24.0"
     write_section("## Speed: ours vs MarianMTModel", text)   # replaces that section of RESULTS.md, keeps the others
 """
@@ -50,7 +50,10 @@ def machine_description() -> str:
     else:
         machine = f"CPU only: {os.cpu_count()} cores of {cpu_model()}, {torch.get_num_threads()} torch threads"
         if hasattr(os, "getloadavg"):
-            machine += f", load average {os.getloadavg()[0]:.1f} at the start (shared machine)"
+            load = os.getloadavg()[0]
+            # the 1-minute load average: below half the cores, what ran before has all but gone
+            shared = " (other work running)" if load >= 0.5 * (os.cpu_count() or 1) else ""
+            machine += f", load average {load:.1f} at the start{shared}"
     return f"{machine}; CPU flags: {', '.join(cpu_flags()) or 'none listed'}"
 
 

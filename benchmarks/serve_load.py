@@ -337,7 +337,7 @@ def render(result: dict, command: str) -> str:
         f"s: p50 {latency['p50'] * 1000:.0f} ms, p99 {latency['p99'] * 1000:.0f} ms ({latency['answered']} requests).",
         f"- Overhead: the engine alone (`TranslationEngine.translate`, batches of {on['mean_batch']:.0f}) translates "
         f"{result['engine_per_second']:.0f} sentences/s; the server {on['per_second']:.0f}, "
-        f"{1 - on['per_second'] / result['engine_per_second']:.0%} less. The engine was busy {on['engine_busy']:.0%} "
+        f"{on['per_second'] / result['engine_per_second']:.0%} of that. The engine was busy {on['engine_busy']:.0%} "
         "of the server's wall time.",
         f"- Memory (resident, MiB) every 1,000 of {result['memory_requests']:,} requests: "
         f"{', '.join(f'{m:.0f}' for m in memory)} (growth {memory[-1] - memory[1]:+.0f} MiB after the first 1,000). "

@@ -2,7 +2,8 @@
 
 Oracles: the tokenizer's own calls counted while a run tokenizes, the cache folder's files, planted bad pairs of
 each kind counted by construction, Python's gzip module and `wc -l`'s count of lines, tracemalloc's peak, an
-uninterrupted run of the same streamed training, and the token-budget cut written out with Python lists.
+uninterrupted run of the same streamed training, the token-budget cut written out with Python lists, and
+`datasets`' own column access.
 """
 
 import gzip
@@ -13,12 +14,13 @@ import subprocess
 import sys
 import tracemalloc
 
+import datasets
 import numpy as np
 import pytest
 
 from vanilla_transformer.training.batching import TokenBudgetBatchSampler, cut_points
 from vanilla_transformer.training.corpus import check_pairs, read_corpus, read_lines
-from vanilla_transformer.training.data import DataError
+from vanilla_transformer.training.data import DataError, length_columns, numpy_columns
 from vanilla_transformer.training.train import main as train_main
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -321,6 +323,44 @@ def test_the_sampler_on_numpy_columns_makes_the_batches_of_the_greedy_cut(seed):
     assert all(isinstance(b, list) for b in sampler)
     ends = cut_points(np.asarray([5, 5, 300, 2, 2, 2]), max_tokens=12)
     assert ends.tolist() == [2, 3, 6]  # a pair over the budget alone; three pairs of 2 within 12
+
+
+def _chunked_token_columns(tmp_path, rows, seed):
+    """A memory-mapped Arrow file of length and hash columns written in chunks of 1,000 rows, as `Dataset.map`
+    writes the tokenized corpus."""
+    rng = np.random.default_rng(seed)
+    columns = {"source_length": rng.integers(1, 200, rows).astype(np.int32),
+               "target_length": rng.integers(1, 200, rows).astype(np.int32),
+               "pair_hash": rng.integers(0, 2**63, rows, dtype=np.uint64)}
+    features = datasets.Features({"source_length": datasets.Value("int32"), "target_length": datasets.Value("int32"),
+                                  "pair_hash": datasets.Value("uint64")})
+    in_memory = datasets.Dataset.from_dict({name: list(range(rows)) for name in ["row"]})
+    mapped = in_memory.map(lambda batch: {name: column[batch["row"]] for name, column in columns.items()},
+                           batched=True, batch_size=1000, writer_batch_size=1000, remove_columns=["row"],
+                           features=features, cache_file_name=str(tmp_path / f"columns-{seed}.arrow"))
+    return mapped, columns
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_columns_are_read_from_arrow_with_their_types_and_no_python_object_per_row(tmp_path, seed):
+    names = ["source_length", "target_length", "pair_hash"]
+    dataset, columns = _chunked_token_columns(tmp_path, 200_000, seed)
+    assert dataset.data.column("pair_hash").num_chunks > 1
+    tracemalloc.start()
+    read = numpy_columns(dataset, names)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # the three columns hold 16 bytes a row; a Python object per row (datasets' numpy formatter) would be 100+
+    assert peak < 20 * len(dataset), peak / len(dataset)
+    for name, array in zip(names, read):
+        assert array.dtype == columns[name].dtype and np.array_equal(array, columns[name])
+    # scattered rows (an indices mapping): the rows `datasets` itself returns for that selection
+    kept = np.flatnonzero(np.random.default_rng(seed).random(5000) > 0.3)
+    selected = dataset.select(range(5000)).select(kept)
+    for name, array in zip(names, numpy_columns(selected, names)):
+        assert np.array_equal(array, np.asarray(selected[name], dtype=columns[name].dtype))
+    assert [array.tolist() for array in length_columns(selected)] == [selected["source_length"],
+                                                                       selected["target_length"]]
 
 
 # ---------------------------------------------------------------------------------------------------------------

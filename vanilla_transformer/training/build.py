@@ -236,10 +236,12 @@ def build_trainer(model, tokenizer, splits, data_args, training_args, state: Run
     small = {split: dataset for split, dataset in splits.items() if corpus is None or split != "train"}
     tokenized, texts = tokenize_splits(small, tokenizer, data_args.max_source_length, data_args.max_target_length,
                                        keep_train_text=keep_text)
+    train_lengths = None  # read by the sampler from the dataset's columns unless the cached corpus gives them
     if corpus is not None and corpus.streaming:
         tokenized["train"] = streaming_training_set(corpus, tokenizer, data_args, training_args)
     elif corpus is not None:
-        tokenized["train"] = cached_training_set(corpus, tokenizer, data_args, training_args, keep_text)
+        tokenized["train"], train_lengths = cached_training_set(corpus, tokenizer, data_args, training_args,
+                                                                keep_text)
     train_dataset = tokenized["train"]
     if data_args.bpe_dropout > 0:
         try:
@@ -266,5 +268,6 @@ def build_trainer(model, tokenizer, splits, data_args, training_args, state: Run
         compute_metrics=compute_metrics,
         callbacks=callbacks,
         run_state=state,
+        train_lengths=train_lengths if train_dataset is tokenized["train"] else None,
     )
     return trainer, tokenized, texts

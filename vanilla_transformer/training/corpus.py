@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from vanilla_transformer.training.data import DataError, length_columns
+from vanilla_transformer.training.data import DataError, numpy_columns
 
 CACHE_FOLDER = "vanilla-transformer-corpora"
 FORMAT_VERSION = 1  # part of every fingerprint: a new layout of the cached files never reads an old one
@@ -266,8 +266,10 @@ def tokenize_corpus(pairs, pairs_key: str, tokenizer, max_source_length: int, ma
 def _duplicates(candidates: np.ndarray, hashes: np.ndarray, pairs) -> np.ndarray:
     """Among `candidates` (indices, ascending), those whose pair equals an earlier candidate's, checked on the text
     where the 64-bit hashes agree."""
-    order = np.argsort(hashes[candidates], kind="stable")
-    sorted_hashes = hashes[candidates][order]
+    candidate_hashes = hashes[candidates]
+    order = np.argsort(candidate_hashes, kind="stable")
+    sorted_hashes = candidate_hashes[order]
+    del candidate_hashes
     same = np.flatnonzero(sorted_hashes[1:] == sorted_hashes[:-1]) + 1
     if len(same) == 0:
         return np.zeros(0, dtype=np.int64)
@@ -286,10 +288,12 @@ def _duplicates(candidates: np.ndarray, hashes: np.ndarray, pairs) -> np.ndarray
     return np.asarray(sorted(dropped), dtype=np.int64)
 
 
-def clean_corpus(tokenized, pairs, max_source_length: int, max_target_length: int) -> tuple[np.ndarray, dict]:
-    """-> (indices of the pairs kept, ascending; {rule: pairs dropped by it}) for `CLEANING_RULES`."""
-    source, target = length_columns(tokenized)
-    hashes = np.asarray(tokenized.with_format("numpy", columns=["pair_hash"])[:]["pair_hash"], dtype=np.uint64)
+def clean_corpus(tokenized, pairs, max_source_length: int, max_target_length: int,
+                 lengths: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, dict]:
+    """-> (indices of the pairs kept, ascending; {rule: pairs dropped by it}) for `CLEANING_RULES`. `lengths`: the
+    `source_length` and `target_length` columns where the caller has already read them."""
+    source, target = lengths if lengths is not None else numpy_columns(tokenized, ["source_length", "target_length"])
+    (hashes,) = numpy_columns(tokenized, ["pair_hash"])
     empty = (source <= 1) | (target <= 1)  # only </s>: nothing but whitespace on that side
     too_long = ~empty & ((source > max_source_length) | (target > max_target_length))
     words_source, words_target = source - 1, target - 1

@@ -46,10 +46,20 @@ def read_parallel_files(source_path: str, target_path: str, split: str) -> dict[
     return {"source": sources, "target": targets}
 
 
+def numpy_columns(dataset, names: list[str]) -> list[np.ndarray]:
+    """Columns of `dataset` as numpy arrays of their Arrow type, copied straight from its Arrow table. Not through
+    `with_format("numpy")`: that formatter builds a Python list of every row before it stacks them, which at
+    millions of rows costs seconds and tens of bytes per row (benchmarks/data_scale.py measures the data phase).
+    On a dataset with an indices mapping (`select` of scattered rows) `datasets` still goes through one Python int
+    per row to gather them: pass lengths known beforehand instead (`TranslationTrainer(train_lengths=...)`)."""
+    table = dataset.with_format("arrow", columns=list(names))[:]
+    return [table.column(name).to_numpy() for name in names]
+
+
 def length_columns(dataset) -> tuple[np.ndarray, np.ndarray]:
-    """The `source_length` and `target_length` columns as numpy arrays (read from the Arrow file, no Python lists)."""
-    view = dataset.with_format("numpy", columns=["source_length", "target_length"])[:]
-    return np.asarray(view["source_length"]), np.asarray(view["target_length"])
+    """The `source_length` and `target_length` columns as numpy arrays (`numpy_columns`)."""
+    source, target = numpy_columns(dataset, ["source_length", "target_length"])
+    return source, target
 
 
 def language_from_extension(path: str | None) -> str | None:

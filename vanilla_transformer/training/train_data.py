@@ -132,8 +132,9 @@ def cached_tokenizer(corpus: TextCorpus, data_args, training_args, train):
 
 
 def cached_training_set(corpus: TextCorpus, tokenizer, data_args, training_args, keep_text: bool):
-    """The tokenized (from the cache where it holds them), cleaned training pairs; with `keep_text` their
-    `source` and `target` strings too (BPE-dropout segments them anew)."""
+    """-> (the tokenized (from the cache where it holds them), cleaned training pairs; with `keep_text` their
+    `source` and `target` strings too (BPE-dropout segments them anew), (their source lengths, target lengths)).
+    The lengths are read once from the cache's Arrow columns, for the cleaning and for the batch sampler."""
     clean = not data_args.no_clean
     with training_args.main_process_first(desc="tokenizing the training pairs"):
         tokenized = tokenize_corpus(corpus.pairs, corpus.key, tokenizer, data_args.max_source_length,
@@ -141,11 +142,11 @@ def cached_training_set(corpus: TextCorpus, tokenizer, data_args, training_args,
                                     num_proc=data_args.preprocessing_num_workers, log=_process_log(training_args))
     if len(tokenized) != len(corpus.pairs):  # --max_train_samples: the first pairs of the cached whole
         tokenized = tokenized.select(range(len(corpus.pairs)))
+    source, target = length_columns(tokenized)
     if clean:
         kept, counts = clean_corpus(tokenized, corpus.pairs, data_args.max_source_length,
-                                    data_args.max_target_length)
+                                    data_args.max_target_length, lengths=(source, target))
     else:  # only the pairs with an empty side go, as for every other source of data
-        source, target = length_columns(tokenized)
         kept = ((source > 1) & (target > 1)).nonzero()[0]
         counts = {"empty_side": len(tokenized) - len(kept)}
     corpus.cleaning, corpus.pairs_used = counts, len(kept)
@@ -159,7 +160,9 @@ def cached_training_set(corpus: TextCorpus, tokenizer, data_args, training_args,
               f"Dropped {counts['empty_side']:,} training pairs with an empty side (--no_clean).", flush=True)
     if keep_text:
         tokenized = datasets.concatenate_datasets([corpus.pairs, tokenized], axis=1)
-    return tokenized if len(kept) == len(tokenized) else tokenized.select(kept)
+    if len(kept) == len(tokenized):
+        return tokenized, (source, target)
+    return tokenized.select(kept), (source[kept], target[kept])
 
 
 def streaming_training_set(corpus: TextCorpus, tokenizer, data_args, training_args) -> StreamingTokenBatches:

@@ -219,9 +219,12 @@ class TranslationTrainer(Seq2SeqTrainer):
     target tokens in the whole optimizer step across gradient accumulation and processes, and it divides the summed
     token losses by that: batches of different sizes weigh by their tokens, and N processes compute the same gradient
     as one process accumulating their N batches, whatever the model does with `num_items_in_batch` itself.
+
+    `train_lengths`: (source lengths, target lengths) of the training pairs where the caller already has them (the
+    cached corpus reads them once from its Arrow columns); otherwise the sampler reads them from the dataset.
     """
 
-    def __init__(self, *args, run_state=None, **kwargs):
+    def __init__(self, *args, run_state=None, train_lengths=None, **kwargs):
         training_args = kwargs.get("args", args[1] if len(args) > 1 else None)
         if kwargs.get("compute_loss_func") is None and training_args is not None:
             kwargs["compute_loss_func"] = LabelSmoothedCrossEntropy(epsilon=training_args.label_smoothing_factor)
@@ -239,6 +242,11 @@ class TranslationTrainer(Seq2SeqTrainer):
                 source_lengths = self.train_dataset.source_lengths
                 target_lengths = self.train_dataset.target_lengths
                 epoch_lengths = self.train_dataset.epoch_lengths
+            elif train_lengths is not None:
+                source_lengths, target_lengths = train_lengths
+                if not len(source_lengths) == len(target_lengths) == len(self.train_dataset):
+                    raise ValueError(f"train_lengths gives {len(source_lengths)} source and {len(target_lengths)} "
+                                     f"target lengths for a training set of {len(self.train_dataset)} pairs")
             elif "source_length" in columns and "target_length" in columns:
                 source_lengths, target_lengths = length_columns(self.train_dataset)
             else:

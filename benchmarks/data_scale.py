@@ -1,10 +1,14 @@
 """How the recipe's start grows with the corpus: time to the first training step, peak memory, cache size.
 
     python -m benchmarks.data_scale [--pairs 300000 1000000 4000000] [--data ../shared/data/multi30k] [--write]
+    python -m benchmarks.data_scale --pairs 1000000 --duplicates 0.02   # 2 % repeated lines, dropped by cleaning
+    python -m benchmarks.data_scale --pairs 1000000 --code ../old        # another checkout's recipe, same machine
     python -m benchmarks.data_scale --loader 1000000    # the cost of a batch: memory-mapped vs in memory
 
 For each size it builds a distinct synthetic corpus from any parallel files (Multi30k's by default): line k of each
-side joins the sentences i and j of the source files, with (i, j) different for every k, so no two lines repeat.
+side joins the sentences i and j of the source files, with (i, j) different for every k, so no two lines repeat
+(with `--duplicates F`, every 1/F-th line repeats the one before it, as crawled corpora do: the cleaning drops
+them, and the run trains on a selection of the cached rows).
 Then it runs `python -m vanilla_transformer.training.train --preset multi30k` on it twice (2 steps, no evaluation),
 each time in a new process with a new output folder and the same corpus cache:
 
@@ -44,21 +48,29 @@ DEFAULT_DATA = next((folder / "shared" / "data" / "multi30k" for folder in (REPO
                     / "multi30k")
 
 
-def build_corpus(source: Path, target: Path, pairs: int, folder: Path) -> tuple[Path, Path]:
-    """`pairs` distinct pairs: line k joins pair i = k mod n and pair (i + 1 + k div n) mod n of the inputs."""
+def build_corpus(source: Path, target: Path, pairs: int, folder: Path, duplicates: float = 0.0) -> tuple[Path, Path]:
+    """`pairs` pairs: line k joins pair i = k mod n and pair (i + 1 + k div n) mod n of the inputs, so no two lines
+    repeat, except that with `duplicates` (a fraction) every 1/duplicates-th line repeats the line before it, as
+    crawled corpora repeat lines (the cleaning drops them, and trains on a selection of the cached rows)."""
     sources = source.read_text(encoding="utf-8").splitlines()
     targets = target.read_text(encoding="utf-8").splitlines()
     unique = list(dict.fromkeys(zip(sources, targets)))
     n = len(unique)
     if pairs > n * (n - 1):
         raise SystemExit(f"{n} distinct input pairs make at most {n * (n - 1)} joined pairs")
-    out = folder / f"train{pairs}.en", folder / f"train{pairs}.de"
+    every = round(1 / duplicates) if duplicates > 0 else 0
+    name = f"train{pairs}" + (f"-dup{every}" if every else "")
+    out = folder / f"{name}.en", folder / f"{name}.de"
     if all(path.exists() for path in out):
         return out
+
+    def joined(k):
+        k = k - 1 if every and k % every == every - 1 else k
+        return unique[k % n], unique[(k % n + 1 + k // n) % n]
+
     with open(out[0], "w", encoding="utf-8") as f_source, open(out[1], "w", encoding="utf-8") as f_target:
         for start in range(0, pairs, 100_000):
-            ks = range(start, min(start + 100_000, pairs))
-            picked = [(unique[k % n], unique[(k % n + 1 + k // n) % n]) for k in ks]
+            picked = [joined(k) for k in range(start, min(start + 100_000, pairs))]
             f_source.write("".join(f"{a[0]} {b[0]}\n" for a, b in picked))
             f_target.write("".join(f"{a[1]} {b[1]}\n" for a, b in picked))
     return out
@@ -79,15 +91,16 @@ def _tree_memory(process: psutil.Process) -> tuple[int, int]:
     return resident, private
 
 
-def run_once(files: tuple[Path, Path], cache: Path, output: Path, extra: list[str]) -> dict:
-    """One training run of 2 steps; -> {first_step_s, peak_rss_gb, peak_private_gb, total_s, log}."""
+def run_once(files: tuple[Path, Path], cache: Path, output: Path, extra: list[str], code: Path = REPO_ROOT) -> dict:
+    """One training run of 2 steps of the recipe in the checkout `code`; -> {first_step_s, peak_rss_gb,
+    peak_private_gb, total_s, log}."""
     command = [sys.executable, "-m", "vanilla_transformer.training.train", "--preset", "multi30k",
                "--train_source", str(files[0]), "--train_target", str(files[1]), "--output_dir", str(output),
                "--data_cache_dir", str(cache), "--max_steps", "2", "--logging_steps", "1", "--save_strategy", "no",
                "--average_last_n_checkpoints", "0", "--report_to", "none", "--disable_tqdm", "true", *extra]
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+                               env={**os.environ, "PYTHONPATH": str(code)}, cwd=code)
     watched, peak, first_step, log = psutil.Process(process.pid), [0, 0], None, []
 
     def watch():
@@ -199,6 +212,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--loader", type=int, default=0, metavar="PAIRS", help="instead: milliseconds per training "
                         "batch read from the memory-mapped cache of a corpus of PAIRS pairs and from the same tokens "
                         "held in memory")
+    parser.add_argument("--duplicates", type=float, default=0.0, metavar="FRACTION", help="this fraction of the "
+                        "lines repeat the line before them (e.g. 0.02), for the cleaning to drop (default: none)")
+    parser.add_argument("--code", type=Path, default=REPO_ROOT, help="the checkout whose recipe runs (default: this "
+                        "one; another one, e.g. a `git worktree` of an earlier commit, compares two versions on one "
+                        "machine)")
     parser.add_argument("--write", action="store_true", help="replace this benchmark's section of RESULTS.md")
     args, extra = parser.parse_known_args(argv)
     load_start = os.getloadavg()[0]
@@ -221,10 +239,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     try:
         for pairs in args.pairs:
-            files = build_corpus(args.data / args.source, args.data / args.target, pairs, work)
+            files = build_corpus(args.data / args.source, args.data / args.target, pairs, work, args.duplicates)
             cache = work / f"cache{pairs}-{os.getpid()}"  # a new folder: the first run starts from an empty cache
-            first = run_once(files, cache, work / f"out{pairs}-first", extra)
-            second = run_once(files, cache, work / f"out{pairs}-second", extra)
+            first = run_once(files, cache, work / f"out{pairs}-first", extra, args.code.resolve())
+            second = run_once(files, cache, work / f"out{pairs}-second", extra, args.code.resolve())
             row = {"pairs": pairs, "first": first, "second": second, "cache_gb": folder_size(cache) / 1e9}
             rows.append(row)
             print(f"{pairs:,} pairs: first step after {first['first_step_s']:.0f} s (peak {first['peak_rss_gb']:.2f} "

@@ -289,10 +289,10 @@ def _duplicates(candidates: np.ndarray, hashes: np.ndarray, pairs) -> np.ndarray
 
 
 def clean_corpus(tokenized, pairs, max_source_length: int, max_target_length: int,
-                 lengths: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, dict]:
+                 lengths: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, dict]:
     """-> (indices of the pairs kept, ascending; {rule: pairs dropped by it}) for `CLEANING_RULES`. `lengths`: the
-    `source_length` and `target_length` columns where the caller has already read them."""
-    source, target = lengths if lengths is not None else numpy_columns(tokenized, ["source_length", "target_length"])
+    `source_length` and `target_length` columns (`data.length_columns`), which the caller also gives the sampler."""
+    source, target = lengths
     (hashes,) = numpy_columns(tokenized, ["pair_hash"])
     empty = (source <= 1) | (target <= 1)  # only </s>: nothing but whitespace on that side
     too_long = ~empty & ((source > max_source_length) | (target > max_target_length))

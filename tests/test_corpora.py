@@ -363,6 +363,29 @@ def test_columns_are_read_from_arrow_with_their_types_and_no_python_object_per_r
                                                                        selected["target_length"]]
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_lengths_given_to_the_trainer_make_the_batches_of_its_own_columns_and_wrong_ones_are_refused(tmp_path, seed):
+    from helpers import tiny_model
+    from vanilla_transformer.training.trainer import TranslationTrainer, TranslationTrainingArguments
+
+    rng = np.random.default_rng(seed)
+    source, target = rng.integers(2, 40, 500).astype(np.int32), rng.integers(2, 40, 500).astype(np.int32)
+    dataset = datasets.Dataset.from_dict({"input_ids": [[5] * n for n in source.tolist()],
+                                          "labels": [[6] * n for n in target.tolist()],
+                                          "source_length": source, "target_length": target})
+    args = TranslationTrainingArguments(output_dir=str(tmp_path), max_tokens=200, learning_rate=1e-3,
+                                        report_to="none", seed=seed)
+    from_columns = TranslationTrainer(model=tiny_model(seed), args=args, train_dataset=dataset)
+    given = TranslationTrainer(model=tiny_model(seed), args=args, train_dataset=dataset,
+                               train_lengths=(source, target))
+    assert [b.tolist() for b in given.token_batch_sampler.batches] == [
+        b.tolist() for b in from_columns.token_batch_sampler.batches]
+    with pytest.raises(ValueError, match="train_lengths gives 499 source and 500 target lengths for a training set "
+                                         "of 500 pairs"):
+        TranslationTrainer(model=tiny_model(seed), args=args, train_dataset=dataset,
+                           train_lengths=(source[:-1], target))
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Two processes (torchrun, gloo on the CPU)
 

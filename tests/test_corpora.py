@@ -20,7 +20,7 @@ import pytest
 
 from vanilla_transformer.training.batching import TokenBudgetBatchSampler, cut_points
 from vanilla_transformer.training.corpus import check_pairs, read_corpus, read_lines
-from vanilla_transformer.training.data import DataError, length_columns, numpy_columns
+from vanilla_transformer.training.data import DataError, length_columns, numpy_columns, select_rows
 from vanilla_transformer.training.train import main as train_main
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -361,6 +361,32 @@ def test_columns_are_read_from_arrow_with_their_types_and_no_python_object_per_r
         assert np.array_equal(array, np.asarray(selected[name], dtype=columns[name].dtype))
     assert [array.tolist() for array in length_columns(selected)] == [selected["source_length"],
                                                                        selected["target_length"]]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_selected_rows_are_the_rows_datasets_selects_without_a_python_object_per_row(tmp_path, seed):
+    names = ["source_length", "target_length", "pair_hash"]
+    dataset, columns = _chunked_token_columns(tmp_path, 200_000, seed)
+    rng = np.random.default_rng(seed)
+    rows = np.flatnonzero(rng.random(len(dataset)) > 0.1).astype(np.int32)  # what the cleaning keeps
+    tracemalloc.start()
+    selected = select_rows(dataset, rows)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 12 * len(rows), peak / len(rows)  # the 8-byte indices; `Dataset.select` makes a Python list of them
+    expected = dataset.select(rows)
+    assert len(selected) == len(expected) == len(rows)
+    probe = rng.integers(0, len(rows), 300).tolist()
+    assert selected[probe] == expected[probe]
+    assert [array.tolist() for array in numpy_columns(selected, names)] == [
+        array.tolist() for array in numpy_columns(expected, names)]
+    # on a selection, the rows of the selection; an empty choice and one out of range
+    again = rng.permutation(len(rows))[:1000]
+    assert select_rows(selected, again)[:] == expected.select(again)[:]
+    assert len(select_rows(dataset, np.zeros(0, dtype=np.int64))) == 0
+    for wrong in ([len(dataset)], [-1]):
+        with pytest.raises(IndexError, match="within the dataset's 200000 rows"):
+            select_rows(dataset, np.asarray(wrong))
 
 
 @pytest.mark.parametrize("seed", [0, 1])

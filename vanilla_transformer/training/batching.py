@@ -76,6 +76,8 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         # np.lexsort sorts by the last key first: by source length, then target length, then at random
         order = np.lexsort((tie_break, target_lengths, source_lengths))
         del tie_break
+        if len(order) < 2**31:  # the batches hold `order`: 4 bytes a pair instead of 8
+            order = order.astype(np.int32)
         pair_lengths = np.maximum(source_lengths, target_lengths)[order]
         ends = cut_points(pair_lengths, self.max_tokens)
         return np.split(order, ends[:-1])

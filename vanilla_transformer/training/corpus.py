@@ -263,18 +263,17 @@ def tokenize_corpus(pairs, pairs_key: str, tokenizer, max_source_length: int, ma
     return tokenized
 
 
-def _duplicates(candidates: np.ndarray, hashes: np.ndarray, pairs) -> np.ndarray:
-    """Among `candidates` (indices, ascending), those whose pair equals an earlier candidate's, checked on the text
-    where the 64-bit hashes agree."""
-    candidate_hashes = hashes[candidates]
+def _duplicates(candidates: np.ndarray, candidate_hashes: np.ndarray, pairs) -> np.ndarray:
+    """Among `candidates` (indices, ascending; `candidate_hashes` their pairs' 64-bit hashes), those whose pair
+    equals an earlier candidate's, checked on the text where the hashes agree."""
     order = np.argsort(candidate_hashes, kind="stable")
     sorted_hashes = candidate_hashes[order]
-    del candidate_hashes
     same = np.flatnonzero(sorted_hashes[1:] == sorted_hashes[:-1]) + 1
     if len(same) == 0:
         return np.zeros(0, dtype=np.int64)
     starts = np.unique(np.concatenate([same - 1, same]))
     groups = np.split(starts, np.flatnonzero(np.diff(sorted_hashes[starts]) != 0) + 1)
+    del sorted_hashes
     involved = np.unique(candidates[order[starts]])
     rows = pairs.select(involved)
     text = dict(zip(involved.tolist(), zip(rows["source"], rows["target"])))
@@ -299,12 +298,19 @@ def clean_corpus(tokenized, pairs, max_source_length: int, max_target_length: in
     words_source, words_target = source - 1, target - 1
     ratio = ~empty & ~too_long & ((words_source > MAX_LENGTH_RATIO * words_target)
                                   | (words_target > MAX_LENGTH_RATIO * words_source))
-    candidates = np.flatnonzero(~(empty | too_long | ratio))
-    duplicate = _duplicates(candidates, hashes, pairs)
-    kept = np.setdiff1d(candidates, duplicate, assume_unique=True)
-    counts = {"empty_side": int(empty.sum()), "too_long": int(too_long.sum()), "length_ratio": int(ratio.sum()),
-              "duplicate": len(duplicate)}
-    return kept, counts
+    counts = {"empty_side": int(empty.sum()), "too_long": int(too_long.sum()), "length_ratio": int(ratio.sum())}
+    usable = ~(empty | too_long | ratio)
+    del empty, too_long, ratio, words_source, words_target
+    # index arrays of 4 bytes a pair where they fit: at tens of millions of pairs these are the cleaning's memory
+    index_type = np.int32 if len(usable) < 2**31 else np.int64
+    candidates = np.flatnonzero(usable).astype(index_type)
+    candidate_hashes = hashes[candidates]
+    del hashes
+    duplicate = _duplicates(candidates, candidate_hashes, pairs)
+    del candidates, candidate_hashes
+    usable[duplicate] = False
+    counts["duplicate"] = len(duplicate)
+    return np.flatnonzero(usable).astype(index_type), counts
 
 
 def describe_cleaning(read: int, used: int, counts: dict, max_source_length: int, max_target_length: int) -> str:

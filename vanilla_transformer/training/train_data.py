@@ -26,7 +26,7 @@ from vanilla_transformer.training.corpus import (
     sample_texts,
     tokenize_corpus,
 )
-from vanilla_transformer.training.data import DataError, length_columns
+from vanilla_transformer.training.data import DataError, length_columns, select_rows
 from vanilla_transformer.training.messages import UsageError
 from vanilla_transformer.training.streaming import StreamingTokenBatches
 
@@ -162,7 +162,7 @@ def cached_training_set(corpus: TextCorpus, tokenizer, data_args, training_args,
         tokenized = datasets.concatenate_datasets([corpus.pairs, tokenized], axis=1)
     if len(kept) == len(tokenized):
         return tokenized, (source, target)
-    return tokenized.select(kept), (source[kept], target[kept])
+    return select_rows(tokenized, kept), (source[kept], target[kept])
 
 
 def streaming_training_set(corpus: TextCorpus, tokenizer, data_args, training_args) -> StreamingTokenBatches:

@@ -16,8 +16,9 @@ each time in a new process with a new output folder and the same corpus cache:
 - second run: everything comes from the cache (a resume reads it the same way).
 
 Reported per run: seconds from the start of the process to the end of its first optimizer step (the time the
-Trainer's step-1 log line appears), the peak resident memory of the whole process tree (psutil, every 0.2 s, the sum
-over the process and its children), and the cache's size on disk. The load average is printed: the machine may be
+Trainer's step-1 log line appears), the peak resident memory of the whole process tree (psutil, every 0.05 s, as
+the peak of the first training steps lasts tenths of a second; the sum over the process and its children), and the
+cache's size on disk. The load average is printed: the machine may be
 shared. `--write` replaces this benchmark's section of benchmarks/RESULTS.md.
 """
 
@@ -106,7 +107,7 @@ def run_once(files: tuple[Path, Path], cache: Path, output: Path, extra: list[st
     def watch():
         while process.poll() is None:
             peak[:] = [max(old, new) for old, new in zip(peak, _tree_memory(watched))]
-            time.sleep(0.2)
+            time.sleep(0.05)  # a sample costs ~1 ms
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()

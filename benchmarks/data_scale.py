@@ -3,7 +3,7 @@
     python -m benchmarks.data_scale [--pairs 300000 1000000 4000000] [--data ../shared/data/multi30k] [--write]
     python -m benchmarks.data_scale --pairs 1000000 --duplicates 0.02   # 2 % repeated lines, dropped by cleaning
     python -m benchmarks.data_scale --pairs 1000000 --code ../old        # another checkout's recipe, same machine
-    python -m benchmarks.data_scale --loader 1000000    # the cost of a batch: memory-mapped vs in memory
+    python -m benchmarks.data_scale --loader 1000000 [--duplicates 0.02]   # the cost of a batch: cache vs memory
 
 For each size it builds a distinct synthetic corpus from any parallel files (Multi30k's by default): line k of each
 side joins the sentences i and j of the source files, with (i, j) different for every k, so no two lines repeat
@@ -40,7 +40,7 @@ if str(REPO_ROOT) not in sys.path:  # run from a checkout, installed or not
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.report import machine_description, software_versions, write_section  # noqa: E402
-from vanilla_transformer.training.corpus import read_corpus, sample_texts, tokenize_corpus  # noqa: E402
+from vanilla_transformer.training.corpus import clean_corpus, read_corpus, sample_texts, tokenize_corpus  # noqa: E402
 from vanilla_transformer.training.tokenizer import train_tokenizer  # noqa: E402
 
 SECTION = "## Large corpora: time to the first step and memory"
@@ -143,23 +143,28 @@ def tokenization_speeds(files: tuple[Path, Path], work: Path, workers: list[int 
 
 
 def loader_times(files: tuple[Path, Path], work: Path, batches: int, max_tokens: int) -> dict:
-    """Milliseconds per training batch (the trainer's token-budget sampler on the length columns, then
-    `DataCollatorForSeq2Seq`) from the memory-mapped cache and from the same tokenized pairs held in memory (as a
+    """Milliseconds per training batch (the trainer's token-budget sampler on the length columns of the pairs the
+    cleaning keeps, then `DataCollatorForSeq2Seq`) from the memory-mapped cache (through the indices mapping of the
+    kept rows where the cleaning dropped some, as in training) and from the same tokenized pairs held in memory (as a
     Hub dataset or the demo corpus is), alternating the two; the median over `batches` batches each."""
     import datasets
     from torch.utils.data import DataLoader
     from transformers import DataCollatorForSeq2Seq
 
     from vanilla_transformer.training.batching import TokenBudgetBatchSampler
-    from vanilla_transformer.training.data import length_columns
+    from vanilla_transformer.training.data import length_columns, select_rows
 
     cache = work / f"loader-{os.getpid()}"
     pairs, key = read_corpus(str(files[0]), str(files[1]), "train", str(cache))
     tokenizer = train_tokenizer(sample_texts(pairs, 100_000, 0)[0], vocab_size=8000)
     mapped = tokenize_corpus(pairs, key, tokenizer, 128, 128, clean=True, cache_dir=str(cache),
                              log=lambda line: None)
+    lengths = length_columns(mapped)
+    kept, _ = clean_corpus(mapped, pairs, 128, 128, lengths=lengths)
+    if len(kept) < len(mapped):  # as the trainer does: the kept rows as an indices mapping over the cache
+        mapped, lengths = select_rows(mapped, kept), (lengths[0][kept], lengths[1][kept])
     started = time.monotonic()
-    sampler = TokenBudgetBatchSampler(*length_columns(mapped), max_tokens=max_tokens, seed=0)
+    sampler = TokenBudgetBatchSampler(*lengths, max_tokens=max_tokens, seed=0)
     sampler_s = time.monotonic() - started
     columns = ["input_ids", "labels"]
     in_memory = datasets.Dataset.from_dict(mapped.select_columns(columns).to_dict())
@@ -173,15 +178,15 @@ def loader_times(files: tuple[Path, Path], work: Path, batches: int, max_tokens:
             next(loaders[name])
             times[name].append(time.monotonic() - started)
     shutil.rmtree(cache)  # made here
-    return {"sampler_s": sampler_s, "batches": len(sampler), **{name: 1000 * statistics.median(values)
-                                                                 for name, values in times.items()}}
+    return {"sampler_s": sampler_s, "batches": len(sampler), "kept": len(kept),
+            **{name: 1000 * statistics.median(values) for name, values in times.items()}}
 
 
 def folder_size(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
-def render(rows: list[dict], command: str, load: tuple[float, float], machine: str) -> str:
+def render(rows: list[dict], command: str, load: tuple[float, float], machine: str, duplicates: float = 0.0) -> str:
     lines = [SECTION, "", f"`{command}`, {time.strftime('%Y-%m-%d')}; {machine}; "
              f"{software_versions()}. Load average {load[0]:.1f} at the start and {load[1]:.1f} at the end "
              "(other jobs share the 2 cores).", "",
@@ -193,7 +198,9 @@ def render(rows: list[dict], command: str, load: tuple[float, float], machine: s
         lines.append(f"| {row['pairs']:,} | {first['first_step_s']:.0f} s | {first['peak_rss_gb']:.2f} / "
                      f"{first['peak_private_gb']:.2f} GB | {row['cache_gb']:.2f} GB | {second['first_step_s']:.0f} s | "
                      f"{second['peak_rss_gb']:.2f} / {second['peak_private_gb']:.2f} GB |")
-    lines += ["", "Each corpus is distinct (joined Multi30k pairs, no line repeated); the first run reads it into the "
+    corpus = (f"joined Multi30k pairs, every {round(1 / duplicates)}th line a repeat of the line before it, which the "
+              "cleaning drops" if duplicates else "joined Multi30k pairs, no line repeated")
+    lines += ["", f"Each corpus is distinct ({corpus}); the first run reads it into the "
               "cache, trains the BPE vocabulary on its sample (`--tokenizer_sample_lines`, 1M sentences: 0.5M "
               "pairs) and tokenizes it; the second run, in a new process, reads everything from the cache "
               "(docs/large-corpora.md)."]
@@ -227,9 +234,10 @@ def main(argv: list[str] | None = None) -> None:
     work.mkdir(parents=True, exist_ok=True)
     rows = []
     if args.loader:
-        files = build_corpus(args.data / args.source, args.data / args.target, args.loader, work)
+        files = build_corpus(args.data / args.source, args.data / args.target, args.loader, work, args.duplicates)
         result = loader_times(files, work, batches=200, max_tokens=2048)
-        print(f"{args.loader:,} pairs, {result['batches']:,} batches of 2,048 tokens (the sampler made them in "
+        print(f"{args.loader:,} pairs ({result['kept']:,} kept by the cleaning), {result['batches']:,} batches of "
+              f"2,048 tokens (the sampler made them in "
               f"{result['sampler_s']:.1f} s): {result['mapped']:.1f} ms per batch from the memory-mapped cache, "
               f"{result['in memory']:.1f} ms from memory (medians of 200); load average {os.getloadavg()[0]:.1f}")
         return
@@ -258,7 +266,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
     command = "python -m benchmarks.data_scale " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = render(rows, command.strip(), (load_start, os.getloadavg()[0]), machine)
+    text = render(rows, command.strip(), (load_start, os.getloadavg()[0]), machine, args.duplicates)
     print(text)
     if args.write:
         write_section(SECTION, text)

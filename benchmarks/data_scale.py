@@ -152,7 +152,7 @@ def loader_times(files: tuple[Path, Path], work: Path, batches: int, max_tokens:
     from transformers import DataCollatorForSeq2Seq
 
     from vanilla_transformer.training.batching import TokenBudgetBatchSampler
-    from vanilla_transformer.training.data import length_columns, select_rows
+    from vanilla_transformer.training.data import length_columns, select_kept
 
     cache = work / f"loader-{os.getpid()}"
     pairs, key = read_corpus(str(files[0]), str(files[1]), "train", str(cache))
@@ -161,8 +161,7 @@ def loader_times(files: tuple[Path, Path], work: Path, batches: int, max_tokens:
                              log=lambda line: None)
     lengths = length_columns(mapped)
     kept, _ = clean_corpus(mapped, pairs, 128, 128, lengths=lengths)
-    if len(kept) < len(mapped):  # as the trainer does: the kept rows as an indices mapping over the cache
-        mapped, lengths = select_rows(mapped, kept), (lengths[0][kept], lengths[1][kept])
+    mapped, lengths = select_kept(mapped, kept, lengths)  # as the trainer does
     started = time.monotonic()
     sampler = TokenBudgetBatchSampler(*lengths, max_tokens=max_tokens, seed=0)
     sampler_s = time.monotonic() - started

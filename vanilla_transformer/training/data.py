@@ -87,6 +87,14 @@ def select_rows(dataset, rows: np.ndarray):
                    indices_table=InMemoryTable(pa.table({"indices": indices})), fingerprint=fingerprint.hexdigest()[:16])
 
 
+def select_kept(dataset, kept: np.ndarray, lengths: tuple[np.ndarray, np.ndarray]):
+    """-> (the rows `kept` of `dataset` (`select_rows`), their entries of the `lengths` columns); `dataset` and
+    `lengths` themselves when every row is kept."""
+    if len(kept) == len(dataset):
+        return dataset, lengths
+    return select_rows(dataset, kept), tuple(column[kept] for column in lengths)
+
+
 def length_columns(dataset) -> tuple[np.ndarray, np.ndarray]:
     """The `source_length` and `target_length` columns as numpy arrays (`numpy_columns`)."""
     source, target = numpy_columns(dataset, ["source_length", "target_length"])

@@ -26,7 +26,7 @@ from vanilla_transformer.training.corpus import (
     sample_texts,
     tokenize_corpus,
 )
-from vanilla_transformer.training.data import DataError, length_columns, select_rows
+from vanilla_transformer.training.data import DataError, length_columns, select_kept
 from vanilla_transformer.training.messages import UsageError
 from vanilla_transformer.training.streaming import StreamingTokenBatches
 
@@ -160,9 +160,7 @@ def cached_training_set(corpus: TextCorpus, tokenizer, data_args, training_args,
               f"Dropped {counts['empty_side']:,} training pairs with an empty side (--no_clean).", flush=True)
     if keep_text:
         tokenized = datasets.concatenate_datasets([corpus.pairs, tokenized], axis=1)
-    if len(kept) == len(tokenized):
-        return tokenized, (source, target)
-    return select_rows(tokenized, kept), (source[kept], target[kept])
+    return select_kept(tokenized, kept, (source, target))
 
 
 def streaming_training_set(corpus: TextCorpus, tokenizer, data_args, training_args) -> StreamingTokenBatches:

@@ -220,6 +220,62 @@ def test_runtime_errors_exit_1_with_one_line_and_no_usage(folders, tmp_path, cap
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# A fast start: help and usage errors load neither torch nor transformers
+
+LIGHT_CALLS = [
+    ["--help"], *([name, "--help"] for name in COMMANDS if name != "train"), ["plot", "attention", "--help"],
+    ["export", "ctranslate2", "--help"], ["nonsense"], ["translate", "--model", "m", "seven", "--batch-size", "0"],
+    ["translate", "--model", "m"], ["convert", "bart", "a", "b"], ["export", "ctranslate2", "a", "b", "--quantization",
+    "int4"], ["explore", "m", "--text", "x"], ["serve", "m", "--port", "0", "--workers", "2"],
+    ["serve", "m", "--char-limit", "0"],
+]
+
+
+def test_help_and_usage_errors_import_neither_torch_nor_transformers():
+    """Through the console script's entry point, in a fresh interpreter: every command's --help and a usage error of
+    each kind (argparse's, and a command's `check`) exit with their status before anything heavy is imported."""
+    script = textwrap.dedent(
+        f"""
+        import contextlib, io, json, sys
+        import vanilla_transformer_cli
+
+        results = []
+        for argv in {LIGHT_CALLS!r}:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+                try:
+                    vanilla_transformer_cli.main(argv)
+                    code = 0
+                except SystemExit as exit:
+                    code = exit.code
+            heavy = sorted(m for m in ("torch", "transformers", "numpy", "tokenizers") if m in sys.modules)
+            results.append([argv, code, heavy, err.getvalue()[-300:]])
+        print(json.dumps(results))
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    for argv, code, heavy, err in json.loads(result.stdout):
+        assert code == (0 if "--help" in argv else 2), (argv, code, err)
+        assert heavy == [], (argv, heavy)
+
+
+def test_the_entry_point_registers_the_model_before_a_command_runs(tmp_path):
+    """The command line's package import leaves registration to `main`; a command that loads a saved folder through
+    the Auto classes still finds the model registered."""
+    folder = tmp_path / "model"
+    tiny_translator(seed=3).save_pretrained(folder)
+    tiny_tokenizer().save_pretrained(folder)
+    script = ("import sys, vanilla_transformer_cli; vanilla_transformer_cli.main(sys.argv[1:]); "
+              "from transformers import CONFIG_MAPPING; print('registered', 'vanilla_transformer' in CONFIG_MAPPING)")
+    result = subprocess.run([sys.executable, "-c", script, "translate", "--model", str(folder), "--num-beams", "1",
+                             "--device", "cpu", "seven"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines()[-1] == "registered True", result.stdout
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # `vanilla-transformer train` is `python -m vanilla_transformer.training.train`
 
 

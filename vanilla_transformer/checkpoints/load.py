@@ -19,6 +19,7 @@ import torch
 import transformers
 from transformers import AutoTokenizer
 
+from vanilla_transformer.checkpoints import ENGINES
 from vanilla_transformer.checkpoints.kinds import (
     AUTO_CLASS_OF_KIND,
     CheckpointError,
@@ -27,8 +28,6 @@ from vanilla_transformer.checkpoints.kinds import (
 )
 from vanilla_transformer.checkpoints.validate import check_checkpoint
 from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator, check_tokenizer_fingerprint
-
-ENGINES = ("auto", "pytorch", "ctranslate2")
 
 
 @dataclass

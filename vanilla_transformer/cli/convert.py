@@ -9,7 +9,7 @@ import argparse
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    from vanilla_transformer.interop.convert import FAMILIES
+    from vanilla_transformer.interop import FAMILIES
 
     parser = subparsers.add_parser(
         "convert",
@@ -28,7 +28,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> None:
-    from vanilla_transformer.interop.convert import FAMILIES, convert
+    from vanilla_transformer.interop import FAMILIES
+    from vanilla_transformer.interop.convert import convert
 
     convert(args.kind, args.src, args.out, base_model=args.base_model, tokenizer=not args.no_tokenizer,
             overwrite=args.overwrite)

@@ -42,8 +42,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
-def run(args: argparse.Namespace) -> None:
-    """Serve, write the page or write the Space."""
+def check(args: argparse.Namespace) -> None:
+    """The options of one of the three outputs: the live app, the page or the Space."""
     if args.html and args.space:
         raise UsageError("--html and --space each make one thing: give one of them")
     if args.text and not args.html:
@@ -54,6 +54,10 @@ def run(args: argparse.Namespace) -> None:
         raise UsageError("--model-id is for --space")
     if args.overwrite and not (args.html or args.space):
         raise UsageError("--overwrite is for --html or --space (the live app writes nothing)")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Serve, write the page or write the Space."""
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from vanilla_transformer.files.staging import staged_file
     from vanilla_transformer.inspect.app import build_app

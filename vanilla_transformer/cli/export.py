@@ -13,7 +13,7 @@ import warnings
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    from vanilla_transformer.interop.export_ctranslate2 import QUANTIZATIONS
+    from vanilla_transformer.interop import QUANTIZATIONS
 
     parser = subparsers.add_parser(
         "export",

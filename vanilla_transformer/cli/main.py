@@ -1,10 +1,15 @@
 """The `vanilla-transformer` command: thin glue over the package.
 
 Each command is a module of `vanilla_transformer.cli` with `add_parser(subparsers)` (registers its parser and
-returns it) and `run(args)`; `COMMANDS` lists them, in the order `--help` shows them. A command module imports the
-library it drives inside `run`, so a missing optional extra (matplotlib, CTranslate2, datasets) fails that command
-only. The one rule from errors to exit codes lives here, in `main`: a usage error (argparse's, or a
-`cli.options.UsageError` from `run`) prints the usage and exits 2; any other error exits 1 with one line,
+returns it), optionally `check(args)` (the options that do not go together: `UsageError`), and `run(args)`;
+`COMMANDS` lists them, in the order `--help` shows them. Building the parsers and checking the options imports neither
+torch nor transformers (the entry point `vanilla_transformer_cli` keeps the package from registering on import), so
+`--help` and usage errors answer at once; `main` registers the model with transformers just before `run`, and a
+command module imports the library it drives inside `run`, so a missing optional extra (matplotlib, CTranslate2,
+datasets) fails that command only.
+
+The one rule from errors to exit codes lives here, in `main`: a usage error (argparse's, or a `cli.options.UsageError`
+from `check` or `run`) prints the usage and exits 2; any other error exits 1 with one line,
 "vanilla-transformer COMMAND: error: ...", never a traceback.
 """
 
@@ -15,7 +20,8 @@ import sys
 # modules of vanilla_transformer.cli, one per command
 COMMANDS = ["train", "translate", "convert", "export", "plot", "explore", "serve"]
 
-# errors a command reports as its one line (anything else is a bug of ours, and keeps its traceback)
+# errors a command reports as its one line (anything else is a bug of ours, and keeps its traceback); an invalid
+# config is huggingface_hub's StrictDataclassError too (`_reported`)
 REPORTED_ERRORS = (ValueError, OSError, ImportError, RuntimeError)
 
 
@@ -40,8 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMANDS:
         module = importlib.import_module(f"vanilla_transformer.cli.{name}")
         command_parser = module.add_parser(subparsers)
-        command_parser.set_defaults(command_run=module.run, command_parser=command_parser)
+        command_parser.set_defaults(command_check=getattr(module, "check", None), command_run=module.run,
+                                    command_parser=command_parser)
     return parser
+
+
+def _reported(error: Exception) -> bool:
+    from huggingface_hub.errors import StrictDataclassError  # transformers validates configs with @strict
+
+    return isinstance(error, (*REPORTED_ERRORS, StrictDataclassError))
 
 
 def _one_line(error: BaseException) -> str:
@@ -50,32 +63,38 @@ def _one_line(error: BaseException) -> str:
     from vanilla_transformer.files.errors import one_line
 
     if isinstance(error, StrictDataclassError) and error.__cause__ is not None:
-        error = error.__cause__  # an invalid config: transformers validates configs with @strict
+        error = error.__cause__  # an invalid config: the config's own message
     return one_line(error)
 
 
-def _set_up_output() -> None:
-    """Progress bars and logging for every command: no "Loading weights" bars from from_pretrained (translate
-    shows its own bar of sentences; training shows the Trainer's, which this leaves alone)."""
+def _prepare_to_run() -> None:
+    """What every command's `run` needs: the model registered with transformers (`registration.register`), and no
+    "Loading weights" bars from from_pretrained (translate shows its own bar of sentences; training shows the
+    Trainer's, which this leaves alone)."""
     from transformers.utils import logging as hf_logging
 
+    from vanilla_transformer.registration import register
+
+    register()
     hf_logging.disable_progress_bar()
 
 
 def main(argv: list[str] | None = None) -> None:
-    from huggingface_hub.errors import StrictDataclassError
-
     from vanilla_transformer.cli.options import UsageError
 
     parser = build_parser()
     args = parser.parse_args(argv)
     command_parser = args.command_parser  # the innermost parser: its prog names the command ("... plot attention")
-    _set_up_output()
     try:
+        if args.command_check is not None:
+            args.command_check(args)
+        _prepare_to_run()
         args.command_run(args)
     except UsageError as error:
         command_parser.error(str(error))  # exit 2
-    except (*REPORTED_ERRORS, StrictDataclassError) as error:
+    except Exception as error:
+        if not _reported(error):
+            raise
         message = f"{command_parser.prog}: error: {_one_line(error)}"
         print(message, file=sys.stderr)
         raise SystemExit(ErrorStatus(message)) from None

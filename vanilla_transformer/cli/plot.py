@@ -10,7 +10,7 @@ The pictures are drawn by `vanilla_transformer.inspect.plots` (matplotlib: pip i
 import argparse
 import os
 
-from vanilla_transformer.cli.options import checked, positive_float, positive_int, torch_device
+from vanilla_transformer.cli.options import UsageError, checked, positive_float, positive_int, torch_device
 
 
 def _head(value: str) -> int | str:
@@ -31,8 +31,7 @@ def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    from vanilla_transformer.configuration_vanilla_transformer import SINUSOIDAL_FREQUENCIES, SINUSOIDAL_LAYOUTS
-    from vanilla_transformer.inspect.plots import ATTENTION_KINDS  # matplotlib is imported only to draw
+    from vanilla_transformer.inspect import ATTENTION_KINDS
 
     plot = subparsers.add_parser("plot", help="draw attention maps, positional encodings or training curves",
                                  description=__doc__.split("\n\n")[0].split(": ", 1)[1])
@@ -68,10 +67,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="draw this saved model's positional encoding instead (learned too)")
     parser.add_argument("--length", action=checked(positive_int), default=100,
                         help="number of positions (default 100)")
-    parser.add_argument("--layout", choices=SINUSOIDAL_LAYOUTS,
+    # the values of --layout and --frequencies are the configuration's (checked in _positions, where it is loaded)
+    parser.add_argument("--layout",
                         help="interleaved = sin/cos alternating as in the paper (default); concatenated = sines, then "
                              "cosines (tensor2tensor, Marian, fairseq)")
-    parser.add_argument("--frequencies", choices=SINUSOIDAL_FREQUENCIES,
+    parser.add_argument("--frequencies",
                         help="wavelengths 10000^(2i/d_model) (paper, default) or 10000^(i/(d_model/2-1)) "
                              "(tensor2tensor)")
     parser.add_argument("--offset", type=int, help="added to every position (default 0; fairseq: pad id + 1)")
@@ -127,8 +127,12 @@ def _attention(args: argparse.Namespace):
 def _positions(args: argparse.Namespace):
     from vanilla_transformer.checkpoints.kinds import PYTORCH_KINDS
     from vanilla_transformer.checkpoints.load import load_checkpoint
+    from vanilla_transformer.configuration_vanilla_transformer import SINUSOIDAL_FREQUENCIES, SINUSOIDAL_LAYOUTS
     from vanilla_transformer.inspect.plots import plot_positions
 
+    for option, allowed in (("layout", SINUSOIDAL_LAYOUTS), ("frequencies", SINUSOIDAL_FREQUENCIES)):
+        if getattr(args, option) is not None and getattr(args, option) not in allowed:
+            raise UsageError(f"--{option} must be one of {', '.join(allowed)}, got {getattr(args, option)!r}")
     options = {name: getattr(args, name) for name in ("layout", "frequencies", "offset")
                if getattr(args, name) is not None}
     model = None

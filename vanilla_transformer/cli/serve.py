@@ -24,7 +24,10 @@ from vanilla_transformer.cli.options import (
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    from vanilla_transformer.checkpoints.load import ENGINES
+    from vanilla_transformer.checkpoints import ENGINES
+    from vanilla_transformer.serve.settings import ServeSettings
+
+    defaults = ServeSettings()  # the server's own defaults, shown by --help
 
     parser = subparsers.add_parser(
         "serve",
@@ -46,23 +49,23 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--source-lang", help="the model's source language code (default: from its model card)")
     parser.add_argument("--target-lang", help="the model's target language code (default: from its model card)")
     limits = parser.add_argument_group("limits")
-    limits.add_argument("--char-limit", action=checked(positive_int), default=5000,
-                        help="most characters of q per request (default 5000)")
-    limits.add_argument("--batch-limit", action=checked(positive_int), default=100,
-                        help="most texts in a q list (default 100)")
-    limits.add_argument("--body-limit", action=checked(positive_int), default=1_000_000,
-                        help="most bytes of a request body (default 1000000)")
-    limits.add_argument("--timeout", action=checked(positive_float), default=60.0,
-                        help="seconds a request may wait for its translation before a 503 (default 60)")
+    limits.add_argument("--char-limit", action=checked(positive_int), default=defaults.char_limit,
+                        help="most characters of q per request (default %(default)s)")
+    limits.add_argument("--batch-limit", action=checked(positive_int), default=defaults.batch_limit,
+                        help="most texts in a q list (default %(default)s)")
+    limits.add_argument("--body-limit", action=checked(positive_int), default=defaults.body_limit,
+                        help="most bytes of a request body (default %(default)s)")
+    limits.add_argument("--timeout", action=checked(positive_float), default=defaults.timeout,
+                        help="seconds a request may wait for its translation before a 503 (default %(default)g)")
     limits.add_argument("--req-limit", action=checked(positive_int),
                         help="most /translate requests per minute per client address (default: no limit)")
     limits.add_argument("--api-keys", metavar="FILE", action=checked(existing_file),
                         help="file of API keys, one a line: /translate then needs api_key")
     batching = parser.add_argument_group("batching")
-    batching.add_argument("--max-batch-tokens", action=checked(positive_int), default=4096,
-                          help="most source tokens in one engine call (default 4096)")
-    batching.add_argument("--batch-wait-ms", action=checked(positive_float), default=5.0,
-                          help="how long to wait for more sentences to batch (default 5 ms)")
+    batching.add_argument("--max-batch-tokens", action=checked(positive_int), default=defaults.max_batch_tokens,
+                          help="most source tokens in one engine call (default %(default)s)")
+    batching.add_argument("--batch-wait-ms", action=checked(positive_float), default=defaults.batch_wait_ms,
+                          help="how long to wait for more sentences to batch (default %(default)g ms)")
     batching.add_argument("--no-batching", action="store_true", help="one sentence per engine call")
     parser.add_argument("--workers", action=checked(positive_int), default=1,
                         help="server processes sharing the address, each with its own copy of the model (default 1)")
@@ -81,6 +84,11 @@ def settings_from_args(args: argparse.Namespace):
                          api_keys=read_api_keys(args.api_keys) if args.api_keys else None,
                          max_batch_tokens=args.max_batch_tokens, batch_wait_ms=args.batch_wait_ms,
                          batching=not args.no_batching, cors=not args.no_cors, log_texts=args.log_texts)
+
+
+def check(args: argparse.Namespace) -> None:
+    if args.workers > 1 and args.port == 0:
+        raise UsageError("--workers needs a --port of its own (0 picks one per process)")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -105,8 +113,6 @@ def run(args: argparse.Namespace) -> None:
     engine = TranslationEngine(**options)  # loaded here first: a bad folder or option fails before any worker
     if args.workers > 1:
         del engine
-        if args.port == 0:
-            raise UsageError("--workers needs a --port of its own (0 picks one per process)")
         serve_workers(options, settings, args.host, args.port, args.workers, graceful_s=args.timeout + 5)
     else:
         serve(create_app(engine, settings), args.host, args.port, graceful_s=args.timeout + 5)

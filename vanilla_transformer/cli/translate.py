@@ -18,7 +18,7 @@ from vanilla_transformer.cli.options import UsageError, checked, positive_int, t
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    from vanilla_transformer.checkpoints.load import ENGINES
+    from vanilla_transformer.checkpoints import ENGINES
 
     parser = subparsers.add_parser(
         "translate",
@@ -57,14 +57,8 @@ def _read_texts(args: argparse.Namespace) -> list[str]:
     from vanilla_transformer.files.errors import TextFileError
     from vanilla_transformer.files.text import read_text_lines
 
-    if args.texts and args.input:
-        raise UsageError("give sentences as arguments or --input FILE, not both")
-    if not args.texts and not args.input:
-        raise UsageError("nothing to translate: give sentences as arguments or --input FILE")
     if not args.input:
         return args.texts
-    if args.input != "-" and not os.path.isfile(args.input):
-        raise UsageError(f"--input file not found: {args.input}")
     try:
         return read_text_lines(sys.stdin if args.input == "-" else args.input, "--input file")
     except TextFileError as error:
@@ -89,12 +83,22 @@ def _check_output(args: argparse.Namespace) -> None:
             raise UsageError(str(error)) from None
 
 
+def check(args: argparse.Namespace) -> None:
+    """The sentences come from the arguments or --input, and --output replaces nothing it must not."""
+    if args.texts and args.input:
+        raise UsageError("give sentences as arguments or --input FILE, not both")
+    if not args.texts and not args.input:
+        raise UsageError("nothing to translate: give sentences as arguments or --input FILE")
+    if args.input and args.input != "-" and not os.path.isfile(args.input):
+        raise UsageError(f"--input file not found: {args.input}")
+    _check_output(args)
+
+
 def run(args: argparse.Namespace) -> None:
     from vanilla_transformer.checkpoints.load import load_checkpoint
     from vanilla_transformer.files.staging import staged_file
     from vanilla_transformer.translate import TRANSLATION_KINDS, translate
 
-    _check_output(args)
     texts = _read_texts(args)
     loaded = load_checkpoint(args.model, kinds=TRANSLATION_KINDS, device=args.device, engine=args.engine,
                              compute_type=args.compute_type, purpose="translate")

@@ -19,4 +19,8 @@ The explorer, by job:
   repo_type="space")` publishes as a live demo.
 
 Gradio is an optional extra: `pip install "vanilla-transformer[demo]"`.
+
+The attentions a picture can show are named here, in a module without torch, for the command line's options.
 """
+
+ATTENTION_KINDS = ("cross", "encoder", "decoder")  # decoder over source, and the two self-attentions

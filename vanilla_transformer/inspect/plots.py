@@ -25,10 +25,10 @@ import torch
 from transformers.trainer_utils import get_last_checkpoint
 
 from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer.inspect import ATTENTION_KINDS
 from vanilla_transformer.inspect.attention_run import run_with_attentions, stacked_attentions
 from vanilla_transformer.modeling_vanilla_transformer import first_positions, positional_encoding
 
-ATTENTION_KINDS = ("cross", "encoder", "decoder")
 _INSTALL_HINT = 'pip install "vanilla-transformer[plot]"'
 
 

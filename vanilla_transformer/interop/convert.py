@@ -20,7 +20,6 @@ tokenizer files are carried over, and the model card names the origin.
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -36,6 +35,7 @@ from vanilla_transformer.configuration_vanilla_transformer import ACTIVATIONS, V
 from vanilla_transformer.files.errors import OutputError
 from vanilla_transformer.files.paths import check_output_folder
 from vanilla_transformer.files.staging import staged_folder
+from vanilla_transformer.interop import FAMILIES
 from vanilla_transformer.modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
     sinusoidal_position_encoding,
@@ -52,23 +52,6 @@ class ConversionError(ValueError):
 # builds its table in float32, which is off by up to ~7e-5 at position 1024 (ours is computed in float64).
 POSITION_TABLE_ATOL = 1e-3
 POSITION_TABLES = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
-
-
-@dataclass(frozen=True)
-class Family:
-    title: str  # for messages and the model card
-    model_type: str  # config.json "model_type" of the source
-    architecture: str  # the transformers class that holds the source weights
-    tokenizer_files: tuple[str, ...]  # files without which its tokenizer cannot load
-    tokenizer_package: str  # the package its (slow) tokenizer imports
-
-
-FAMILIES = {
-    "marian": Family("Marian (OPUS-MT)", "marian", "MarianMTModel", ("source.spm", "target.spm", "vocab.json"),
-                     "sentencepiece"),
-    "fsmt": Family("FSMT (fairseq)", "fsmt", "FSMTForConditionalGeneration",
-                   ("vocab-src.json", "vocab-tgt.json", "merges.txt"), "sacremoses"),
-}
 
 
 # ----------------------------------------------------------------------------------------------------------------

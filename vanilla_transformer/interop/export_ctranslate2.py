@@ -42,13 +42,13 @@ from vanilla_transformer.configuration_vanilla_transformer import ACTIVATIONS
 from vanilla_transformer.files.errors import OutputError
 from vanilla_transformer.files.paths import check_output_folder
 from vanilla_transformer.files.staging import staged_folder
+from vanilla_transformer.interop import QUANTIZATIONS
 from vanilla_transformer.interop.ctranslate2_runtime import (
     import_ctranslate2,
     write_tokenizer_fingerprint,
 )
 from vanilla_transformer.modeling_vanilla_transformer import sinusoidal_position_encoding
 
-QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "float16", "bfloat16", "int8_bfloat16")
 # CTranslate2's common_spec.Activation member for each of the configuration's ACTIVATIONS: the name in capitals,
 # except these two
 CTRANSLATE2_ACTIVATION_EXCEPTIONS = {"gelu_new": "GELUTanh", "silu": "SWISH"}

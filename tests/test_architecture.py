@@ -20,7 +20,7 @@ LAYERS = [
     ("remote code", ["compat", "configuration_vanilla_transformer", "modeling_vanilla_transformer",
                      "pipeline_translation"]),
     ("transformers integration", ["pipeline_checks", "registration"]),
-    ("foundations", ["files", "cards"]),
+    ("foundations", ["files", "cards", "extras"]),
     ("package", [""]),
     ("checkpoints", ["checkpoints", "interop.ctranslate2_runtime"]),
     ("tools", ["translate", "interop", "inspect", "training"]),

@@ -92,13 +92,9 @@ def check(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    try:  # the `serve` extra
-        import fastapi  # noqa: F401
-        import sentencex  # noqa: F401
-        import uvicorn  # noqa: F401
-    except ImportError as error:
-        raise ImportError(f"serving needs the serve extra ({error.name} is missing): "
-                          'pip install "vanilla-transformer[serve]"') from None
+    from vanilla_transformer.extras import check_extra
+
+    check_extra(["fastapi", "sentencex", "uvicorn"], "serve", "Serving")
     from vanilla_transformer.serve.app import create_app
     from vanilla_transformer.serve.engine import TranslationEngine
     from vanilla_transformer.serve.server import listening_socket, serve

@@ -8,12 +8,10 @@ Nothing is fetched from the network: the app uses system fonts, and Gradio's ana
 import html
 import os
 
+from vanilla_transformer.extras import import_extra
 from vanilla_transformer.inspect.attention_run import configuration_of
 from vanilla_transformer.inspect.data import attention_data
 from vanilla_transformer.inspect.page import page_data, render_page
-
-INSTALL_HINT = 'pip install "vanilla-transformer[demo]"'
-
 
 DECODING_CHOICES = ("greedy", "beam search", "sampling")
 MAX_TEXT_CHARACTERS = 2000  # a text box longer than this is cut before tokenizing (the model reads far fewer tokens)
@@ -21,11 +19,7 @@ MAX_TEXT_CHARACTERS = 2000  # a text box longer than this is cut before tokenizi
 
 def _gradio():
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported: no analytics calls
-    try:  # an optional extra (the `demo` extra), imported only when an app is built
-        import gradio as gr
-    except ImportError as error:
-        raise ImportError(f"The explorer app needs gradio, which is not installed: {INSTALL_HINT}") from error
-    return gr
+    return import_extra("gradio", "demo", "The explorer app")  # imported only when an app is built
 
 
 def offline_theme():

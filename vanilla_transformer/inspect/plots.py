@@ -25,20 +25,16 @@ import torch
 from transformers.trainer_utils import get_last_checkpoint
 
 from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer.extras import import_extra
 from vanilla_transformer.inspect import ATTENTION_KINDS
 from vanilla_transformer.inspect.attention_run import run_with_attentions, stacked_attentions
 from vanilla_transformer.modeling_vanilla_transformer import first_positions, positional_encoding
 
-_INSTALL_HINT = 'pip install "vanilla-transformer[plot]"'
-
 
 def new_figure(**kwargs):
     """A standalone matplotlib Figure with constrained layout, or an ImportError that says how to get matplotlib."""
-    try:
-        from matplotlib.figure import Figure
-    except ImportError as error:
-        raise ImportError(f"Plotting needs matplotlib, which is not installed: {_INSTALL_HINT}") from error
-    return Figure(layout="constrained", **kwargs)
+    figure = import_extra("matplotlib.figure", "plot", "Plotting")
+    return figure.Figure(layout="constrained", **kwargs)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from vanilla_transformer.cards.model_card import converted_model_card, hub_id_fr
 from vanilla_transformer.checkpoints.kinds import CheckpointError
 from vanilla_transformer.checkpoints.validate import check_checkpoint
 from vanilla_transformer.configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
+from vanilla_transformer.extras import check_extra
 from vanilla_transformer.files.errors import OutputError
 from vanilla_transformer.files.paths import check_output_folder
 from vanilla_transformer.files.staging import staged_folder
@@ -298,12 +299,9 @@ def _load_source_tokenizer(kind: str, src: Path, config: VanillaTransformerConfi
             "(--no-tokenizer) to convert the model alone."
         )
     try:
-        __import__(family.tokenizer_package)
-    except ImportError:
-        raise ConversionError(
-            f"The {family.title} tokenizer needs the {family.tokenizer_package} package: "
-            'pip install "vanilla-transformer[convert]".'
-        ) from None
+        check_extra([family.tokenizer_package], "convert", f"The {family.title} tokenizer")
+    except ImportError as error:
+        raise ConversionError(str(error)) from None
 
     tokenizer = AutoTokenizer.from_pretrained(src)
     for name in ("pad_token_id", "eos_token_id"):  # FSMT's tokenizer has no eos_token (it ends inputs with sep)

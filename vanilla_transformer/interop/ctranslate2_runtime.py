@@ -17,11 +17,11 @@ import torch
 from transformers import GenerationConfig
 
 from vanilla_transformer.checkpoints.kinds import CheckpointError, is_ctranslate2_folder
+from vanilla_transformer.extras import import_extra
 from vanilla_transformer.files.errors import one_line
 from vanilla_transformer.files.hashing import sha256_of_file
 
 VOCABULARY_FILES = ("shared_vocabulary.json", "source_vocabulary.json", "target_vocabulary.json")
-INSTALL_HINT = 'pip install "vanilla-transformer[fast]"'
 # Written by the export beside the tokenizer files: {"sha256": {file name: SHA-256 of its bytes}} of the tokenizer
 # the vocabularies were made from, so that a folder whose tokenizer files were replaced is refused, not misread.
 TOKENIZER_FINGERPRINT = "tokenizer_fingerprint.json"
@@ -30,11 +30,7 @@ EXPORT_AGAIN = "export it again with: vanilla-transformer export ctranslate2 CHE
 
 def import_ctranslate2():
     """The `ctranslate2` module, or an ImportError that says how to install it."""
-    try:
-        import ctranslate2
-    except ImportError:
-        raise ImportError(f"CTranslate2 is not installed: {INSTALL_HINT}") from None
-    return ctranslate2
+    return import_extra("ctranslate2", "fast", "Translating with CTranslate2")
 
 
 def write_tokenizer_fingerprint(folder: str | os.PathLike, names) -> None:

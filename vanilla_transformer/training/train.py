@@ -15,7 +15,6 @@ The output folder is a Hub-ready checkpoint: model, tokenizer, generation config
 test-set BLEU), plus the Trainer's checkpoints and `trainer_state.json`.
 """
 
-import importlib.util
 import os
 import sys
 import time
@@ -27,6 +26,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from transformers import TrainerState, set_seed  # noqa: E402  (after the OpenMP setting)
 
+from vanilla_transformer.extras import check_extra  # noqa: E402
 from vanilla_transformer.files import OutputError, writing_errors  # noqa: E402
 from vanilla_transformer.training.arguments import parse_arguments  # noqa: E402
 from vanilla_transformer.training.build import (  # noqa: E402
@@ -141,10 +141,10 @@ def run(data_args, model_args, training_args, explicit: set[str] = frozenset(), 
 
 def check_requirements() -> None:
 
-    missing = [name for name in ("accelerate", "datasets", "sacrebleu", "sacremoses", "num2words")
-               if importlib.util.find_spec(name) is None]
-    if missing:
-        sys.exit(f"error: training needs {', '.join(missing)}: pip install \"vanilla-transformer[train]\"")
+    try:
+        check_extra(["accelerate", "datasets", "sacrebleu", "sacremoses", "num2words"], "train", "Training")
+    except ImportError as error:
+        sys.exit(f"error: {error}")
 
 
 def main(argv: list[str] | None = None, callbacks=None) -> dict:

@@ -9,11 +9,13 @@
 """
 
 import os
-import platform
 import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+from vanilla_transformer.training.precision import cpu_flags as all_cpu_flags
+from vanilla_transformer.training.precision import cpu_model  # noqa: F401  (part of this module's report)
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
@@ -21,23 +23,9 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 MATMUL_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
 
 
-def _cpuinfo_field(name: str) -> str | None:
-    """The first `name: value` line of /proc/cpuinfo (Linux), or None."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            return next((line.split(":", 1)[1].strip() for line in f if line.split(":", 1)[0].strip() == name), None)
-    except OSError:
-        return None
-
-
-def cpu_model() -> str:
-    """The CPU's model name, e.g. "AMD EPYC 7B13"."""
-    return _cpuinfo_field("model name") or platform.processor() or platform.machine()
-
-
 def cpu_flags(wanted: tuple[str, ...] = MATMUL_FLAGS) -> list[str]:
     """Which of the `wanted` CPU features this machine has (empty where /proc/cpuinfo does not say)."""
-    flags = set((_cpuinfo_field("flags") or "").split())
+    flags = all_cpu_flags()
     return [flag for flag in wanted if flag in flags]
 
 

@@ -1,5 +1,8 @@
-"""training/precision.py: bf16 autocast only where the CPU reports bf16 matrix instructions, fp32 elsewhere; the
-command line always wins. The CPU flags are mocked both ways; /proc/cpuinfo's format is written in the test."""
+"""training/precision.py: on the CPU the faster of fp32 and bf16 autocast, measured at the model's widths and kept
+per machine; the command line always wins; the GPU rule. The measurement is mocked where the choice is tested, and
+run for real (small widths) where the measurement itself is; /proc/cpuinfo's format is written in the test."""
+
+import json
 
 import pytest
 import torch
@@ -18,40 +21,116 @@ flags\t\t: fpu vme
 """
 
 
-@pytest.mark.parametrize("extra, bf16", [("avx512_bf16", True), ("amx_bf16 amx_tile", True),
-                                         ("avx512_vnni", False), ("", False)])
-def test_cpu_flags_decide_bf16(tmp_path, monkeypatch, extra, bf16):
+@pytest.fixture
+def measured(tmp_path, monkeypatch):
+    """The CPU's timings as the test says (ms per step by precision); the cache in a fresh folder; every measurement
+    recorded with its widths."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(precision, "precision_cache_path", lambda: str(tmp_path / "cache" / "precision.json"))
+    monkeypatch.setattr(precision, "_measured", {})
+    calls, timings = [], {"fp32": 10.0, "bf16": 20.0}
+
+    def time_training_steps(d_model, d_ff, tokens=precision.MEASURE_TOKENS, seconds=precision.MEASURE_SECONDS):
+        calls.append((d_model, d_ff))
+        return dict(timings)
+
+    monkeypatch.setattr(precision, "time_training_steps", time_training_steps)
+    return calls, timings
+
+
+def test_cpu_flags_and_model_are_read_from_cpuinfo(tmp_path):
     cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text(CPUINFO.format(extra=extra))
+    cpuinfo.write_text(CPUINFO.format(extra="avx512_bf16"))
     flags = precision.cpu_flags(str(cpuinfo))
-    assert {"avx2", "avx512f"} <= flags and "sse" in flags  # the first processor's line
-    assert precision.cpu_has_bf16_matmul(flags) is bf16
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(precision, "cpu_flags", lambda cpuinfo="/proc/cpuinfo": flags)
-    defaults, line = precision.default_precision()
-    assert defaults == ({"bf16": True, "use_cpu": True} if bf16 else {"bf16": False})
-    assert line.endswith("bf16 autocast" if bf16 else ": fp32")
-    _, _, args, _ = parse_arguments(["--report_to", "none"])
-    assert args.bf16 is bf16 and not args.fp16
-    _, _, args, _ = parse_arguments(["--report_to", "none", "--bf16", str(not bf16), "--use_cpu", "true"])  # it wins
-    assert args.bf16 is (not bf16)
-
-
-def test_no_cpuinfo_means_fp32(tmp_path, monkeypatch):
+    assert {"avx2", "avx512f", "avx512_bf16"} <= flags and "sse" in flags  # the first processor's line
+    assert precision.cpu_has_bf16_matmul(flags) and not precision.cpu_has_bf16_matmul({"avx512_vnni"})
+    assert precision.cpu_model(str(cpuinfo)) == "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"
     assert precision.cpu_flags(str(tmp_path / "missing")) == set()
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(precision, "cpu_flags", lambda cpuinfo="/proc/cpuinfo": set())
-    assert precision.default_precision() == ({"bf16": False}, "no CPU flags readable: fp32")
 
 
-def test_gpu_gets_the_usual_mixed_precision(monkeypatch):
+@pytest.mark.parametrize("fp32_ms, bf16_ms, bf16", [(10.0, 6.0, True), (10.0, 15.0, False), (10.0, None, False)])
+def test_the_faster_precision_is_chosen_whatever_the_flags_say(measured, monkeypatch, fp32_ms, bf16_ms, bf16):
+    calls, timings = measured
+    timings.clear()
+    timings.update({"fp32": fp32_ms, **({"bf16": bf16_ms} if bf16_ms is not None else {})})
+    monkeypatch.setattr(precision, "cpu_flags", lambda cpuinfo="/proc/cpuinfo": {"avx512_bf16"})  # flags say bf16
+    defaults, line = precision.default_precision(d_model=64, d_ff=256)
+    assert defaults == ({"bf16": True, "use_cpu": True} if bf16 else {"bf16": False})
+    assert line.endswith("bf16 autocast" if bf16 else ": fp32") and f"fp32 {fp32_ms:.1f} ms" in line
+    assert ("bf16 autocast failed" in line) is (bf16_ms is None) and "d_model 64, d_ff 256" in line
+    assert calls == [(64, 256)]
+
+
+def test_the_answer_is_kept_per_machine_and_width(measured, tmp_path, monkeypatch):
+    calls, _ = measured
+    precision.default_precision(d_model=64, d_ff=256)
+    precision.default_precision(d_model=64, d_ff=256)
+    assert calls == [(64, 256)]  # once per process
+    monkeypatch.setattr(precision, "_measured", {})  # a new process: the file answers
+    _, line = precision.default_precision(d_model=64, d_ff=256)
+    assert calls == [(64, 256)] and "measured earlier on this machine" in line
+    precision.default_precision(d_model=128, d_ff=512)  # other widths: measured
+    assert calls == [(64, 256), (128, 512)]
+    cache = json.loads((tmp_path / "cache" / "precision.json").read_text())
+    assert len(cache) == 2 and all(torch.__version__ in key and precision.cpu_model() in key for key in cache)
+    monkeypatch.setattr(precision, "_measured", {})
+    monkeypatch.setattr(torch, "__version__", "9.9.9")  # another torch: measured again
+    precision.default_precision(d_model=64, d_ff=256)
+    assert calls[-1] == (64, 256) and len(calls) == 3
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"x": 1}', ""])
+def test_a_damaged_cache_means_measuring_again(measured, tmp_path, content):
+    calls, _ = measured
+    path = tmp_path / "cache" / "precision.json"
+    path.parent.mkdir()
+    path.write_text(content)
+    assert precision.default_precision(d_model=32, d_ff=64)[0] == {"bf16": False}
+    assert calls == [(32, 64)] and len(json.loads(path.read_text())) >= 1
+
+
+def test_an_unwritable_cache_only_means_measuring_again(measured, tmp_path, monkeypatch):
+    calls, _ = measured
+    blocker = tmp_path / "file"
+    blocker.write_text("")  # a file where the cache folder would be
+    monkeypatch.setattr(precision, "precision_cache_path", lambda: str(blocker / "precision.json"))
+    assert precision.default_precision(d_model=32, d_ff=64)[0] == {"bf16": False}
+    assert calls == [(32, 64)]
+
+
+def test_the_measurement_times_both_precisions_within_its_budget():
+    import time
+
+    started = time.perf_counter()
+    timings = precision.time_training_steps(32, 64, tokens=16, seconds=0.2)
+    assert time.perf_counter() - started < 10  # a budget, plus warm-up (generous: the machine may be busy)
+    assert set(timings) <= {"fp32", "bf16"} and "fp32" in timings
+    assert all(value > 0 for value in timings.values())
+
+
+def test_the_recipe_trains_in_the_measured_precision_and_the_command_line_wins(measured, monkeypatch, tmp_path):
+    calls, timings = measured
+    for bf16 in (True, False):
+        monkeypatch.setattr(precision, "_measured", {})
+        (tmp_path / "cache" / "precision.json").unlink(missing_ok=True)  # a machine measured for the first time
+        timings.update(fp32=10.0, bf16=5.0 if bf16 else 50.0)
+        _, _, args, _ = parse_arguments(["--report_to", "none", "--d_model", "48", "--ffn_dim", "96"])
+        assert args.bf16 is bf16 and not args.fp16 and calls[-1] == (48, 96)
+        _, _, args, _ = parse_arguments(["--report_to", "none", "--bf16", str(not bf16), "--use_cpu", "true"])
+        assert args.bf16 is (not bf16)
+    _, _, args, _ = parse_arguments(["--report_to", "none", "--preset", "multi30k"])  # the preset's widths
+    assert calls[-1] == (256, 1024)
+
+
+def test_gpu_gets_the_usual_mixed_precision(monkeypatch, measured):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     for supported, expected in ((True, {"bf16": True}), (False, {"fp16": True})):
         monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: supported)
         assert precision.default_precision()[0] == expected
-    monkeypatch.setattr(precision, "cpu_flags", lambda cpuinfo="/proc/cpuinfo": set())
-    assert precision.default_precision(use_cpu=True)[0] == {"bf16": False}  # --use_cpu on a GPU machine
+    calls, _ = measured
+    assert calls == []
+    assert precision.default_precision(use_cpu=True)[0] == {"bf16": False}  # --use_cpu on a GPU machine: measured
+    assert len(calls) == 1
 
 
 # ---------------------------------------------------------------------------------------------------------------

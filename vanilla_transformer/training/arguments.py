@@ -241,7 +241,10 @@ def parse_arguments(argv: list[str] | None = None):
     argv = sys.argv[1:] if argv is None else list(argv)
     preset_parser = argparse.ArgumentParser(add_help=False)
     preset_parser.add_argument("--preset", default="demo")
-    preset_name = preset_parser.parse_known_args(argv)[0].preset
+    preset_parser.add_argument("--d_model", "--d-model", type=int)  # the widths the precision is measured at
+    preset_parser.add_argument("--ffn_dim", "--ffn-dim", type=int)
+    known = preset_parser.parse_known_args(argv)[0]
+    preset_name = known.preset
     dataclass_types = (DataArguments, ModelArguments, TranslationTrainingArguments)
     parser = HfArgumentParser(dataclass_types, usage=USAGE)
     if preset_name not in PRESETS:
@@ -262,7 +265,8 @@ def parse_arguments(argv: list[str] | None = None):
         # torchrun on a machine without GPUs: accelerate runs several CPU processes (gloo) only with use_cpu
         defaults["use_cpu"] = True
     if not {"bf16", "fp16"} & explicit:  # what the machine does fast (printed by vanilla_transformer.training.train)
-        defaults.update(default_precision(use_cpu=bool(defaults.get("use_cpu")) or "use_cpu" in explicit)[0])
+        use_cpu = bool(defaults.get("use_cpu")) or "use_cpu" in explicit
+        defaults.update(default_precision(**precision_question(known, preset, use_cpu))[0])
     if "max_train_minutes" in explicit and "max_steps" not in explicit:
         defaults["max_steps"] = PLACEHOLDER_MAX_STEPS  # the time budget plans the steps (training/budget.py)
     parser.set_defaults(**defaults)
@@ -283,6 +287,14 @@ def parse_arguments(argv: list[str] | None = None):
         parser.set_defaults(learning_rate=learning_rate)
         data_args, model_args, training_args = parser.parse_args_into_dataclasses(args=argv)
     return data_args, model_args, training_args, explicit
+
+
+def precision_question(options, preset: Preset, use_cpu: bool) -> dict:
+    """The arguments of `default_precision` for this run: the device and the model's widths (`options.d_model` and
+    `options.ffn_dim`, given on the command line, else the preset's, else the paper's base model)."""
+    d_model = options.d_model or preset.model.get("d_model", VanillaTransformerConfig().d_model)
+    d_ff = options.ffn_dim or preset.model.get("encoder_ffn_dim", 4 * d_model)
+    return {"use_cpu": use_cpu, "d_model": d_model, "d_ff": d_ff}
 
 
 def check_time_budget(training_args) -> None:

@@ -28,7 +28,7 @@ from transformers import TrainerState, set_seed  # noqa: E402  (after the OpenMP
 
 from vanilla_transformer.extras import check_extra  # noqa: E402
 from vanilla_transformer.files import OutputError, writing_errors  # noqa: E402
-from vanilla_transformer.training.arguments import parse_arguments  # noqa: E402
+from vanilla_transformer.training.arguments import parse_arguments, precision_question  # noqa: E402
 from vanilla_transformer.training.build import (  # noqa: E402
     build_model,
     build_tokenizer,
@@ -153,8 +153,12 @@ def main(argv: list[str] | None = None, callbacks=None) -> dict:
 
     data_args, model_args, training_args, explicit = parse_arguments(argv)
 
-    log(training_args, "Precision: " + (f"{precision_in_use(training_args)}, as asked" if {"bf16", "fp16"} & explicit
-                                          else default_precision(training_args.use_cpu)[1]))
+    if {"bf16", "fp16"} & explicit:
+        chosen = f"{precision_in_use(training_args)}, as asked"
+    else:  # the measurement parse_arguments made, kept by `default_precision`
+        question = precision_question(model_args, PRESETS[data_args.preset], training_args.use_cpu)
+        chosen = default_precision(**question)[1]
+    log(training_args, f"Precision: {chosen}")
     try:
         return run(data_args, model_args, training_args, explicit, callbacks=callbacks)
     except (UsageError, DataError, OutputError) as error:

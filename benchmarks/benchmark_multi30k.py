@@ -11,8 +11,8 @@ that file line for line). The run trains `--preset` (default `multi30k`) with `-
 
 `--nproc_per_node N` trains with N data-parallel processes of one thread each (`torchrun`, gloo), each taking
 1/N of the preset's batch tokens (`--max_tokens`), so the batch per step stays the preset's. Whether that beats one
-process with N threads depends on the machine: on the 2-core AVX2 machine benchmarks/cpu_processes.py measured
-1.12x once and 0.97x twice (docs/train.md "Processes or threads on a CPU").
+process with N threads depends on the machine and the hour: measure with benchmarks/cpu_processes.py first
+(benchmarks/experiments/processes-vs-threads.md; docs/train.md "Processes or threads on a CPU").
 
 Three scores (training/metrics.py) for the final weights and for the average of the last `--average_last`
 checkpoints (default: the preset's), both decoded alike: in float32 by `vanilla_transformer.translate` with the

@@ -107,7 +107,7 @@ def run_once(files: tuple[Path, Path], cache: Path, output: Path, extra: list[st
     def watch():
         while process.poll() is None:
             peak[:] = [max(old, new) for old, new in zip(peak, _tree_memory(watched))]
-            time.sleep(0.05)  # a sample costs ~1 ms
+            time.sleep(0.05)  # often enough for the first steps' brief peak (benchmarks/experiments/large-corpora.md)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()

@@ -14,7 +14,8 @@ Measured:
 - generation, new tokens/s (every sentence decodes exactly `--new-tokens` tokens), greedy and beam 4, batch 8 and 1;
 - memory of a training step: the bytes of activations autograd saves for the backward pass (exact), and the peak
   memory above what the model, optimizer state and batch already hold (CPU: the process's peak resident set, each
-  measurement in a fresh process, which the allocator makes vary by ~5%; CUDA: `torch.cuda.max_memory_allocated`);
+  measurement in a fresh process, which the allocator makes vary from run to run: see
+  benchmarks/experiments/speed-vs-marian.md; CUDA: `torch.cuda.max_memory_allocated`);
 - achieved training GFLOP/s (matmul FLOPs of a step counted by `torch.utils.flop_counter`) as a fraction of the
   machine's matmul peak for the dtype, measured here on large square matrices.
 """
@@ -250,7 +251,8 @@ def training_memory(size, dtype, args) -> dict:
 
 def matmul_peak(dtype: str, device: str, n: int = 1024, repeats: int = 3, seconds: float = 0.5) -> float:
     """The best GFLOP/s of an n x n x n matrix product in `dtype` on this machine (each repeat runs for about
-    `seconds`: a CPU without bf16 instructions multiplies bf16 matrices a hundred times slower than fp32)."""
+    `seconds`: a CPU without bf16 instructions multiplies bf16 matrices orders of magnitude slower than fp32, in a
+    scalar kernel: benchmarks/NOTES.md)."""
     torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
     a = torch.randn(n, n, device=device).to(torch_dtype)
     b = torch.randn(n, n, device=device).to(torch_dtype)

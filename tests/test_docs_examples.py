@@ -51,7 +51,7 @@ from helpers import REPO_ROOT
 DOC_FILES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 RUN_LANGUAGES = {"python": "python", "py": "python", "bash": "shell", "sh": "shell", "shell": "shell",
                  "console": "console"}
-TIMEOUT_S = 240  # one block; the slowest (training commands, CTranslate2 export) take ~20 s on 2 busy cores
+TIMEOUT_S = 240  # one block: far above the slowest (training commands, CTranslate2 export), so only a hung one stops
 
 # Tiny training options (as in tests/test_training.py): a model and corpus that train a few steps in seconds.
 TINY_TRAIN = (  # 2 + 2 layers: the docs draw layer 1

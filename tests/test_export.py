@@ -351,6 +351,22 @@ def test_translate_errors_are_clear(demo_checkpoint, tmp_path, capsys):
         engine.generate(torch.full((1, 1100), 5))  # sinusoids are exported for 1024 positions
 
 
+@pytest.mark.parametrize("positions, rows", [(dict(), 1024), (dict(max_position_embeddings=1100), 1100),
+                                             (dict(position_embedding_type="learned", position_offset=2), 64)],
+                         ids=["sinusoids", "sinusoids-1100", "learned-offset-2"])
+def test_the_export_records_the_longest_input_ctranslate2_reads(positions, rows, tmp_path):
+    """config.json's `max_positions` (what the server limits sentences to) is where CTranslate2 itself starts refusing
+    inputs: sinusoids for max(max_position_embeddings, 1024) positions, learned ones for max_position_embeddings."""
+    from translation_fixtures import tiny_tokenizer, tiny_translator
+
+    out = to_ctranslate2(tiny_translator(**positions), tmp_path / "ct2", tokenizer=tiny_tokenizer())
+    engine = CTranslate2Translator(out)
+    assert engine.max_positions == rows == json.loads((out / "config.json").read_text())["max_positions"]
+    assert len(engine.generate(torch.full((1, rows), 5), max_new_tokens=2)) == 1  # the longest input is read
+    with pytest.raises(ValueError, match=f"No position encodings are defined for positions >= {rows}"):
+        engine.generate(torch.full((1, rows + 1), 5), max_new_tokens=2)
+
+
 def test_every_activation_of_the_configuration_is_a_ctranslate2_activation():
     from ctranslate2.specs import common_spec
 

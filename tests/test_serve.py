@@ -217,6 +217,36 @@ def test_bad_input_gets_one_status_and_one_error(command, expected, body, status
     assert good.json() == {"translatedText": expected["ctranslate2"][SENTENCES[7]]}
 
 
+def test_a_ctranslate2_folder_limits_sentences_to_the_positions_its_export_recorded(served_model_dir, tmp_path):
+    """The limit is the positions the export's tables hold where the tokenizer allows more (learned positions for 24
+    tokens here, the tokenizer 64: CTranslate2 itself refuses a 25th, tests/test_export.py), and the tokenizer's
+    alone for a folder that does not record them. A sentence over it gets 400 before it reaches the engine."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from helpers import tiny_config
+    from vanilla_transformer import VanillaTransformerForConditionalGeneration
+    from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
+
+    tokenizer = AutoTokenizer.from_pretrained(served_model_dir)
+    config = tiny_config(vocab_size=len(tokenizer), position_embedding_type="learned", max_position_embeddings=24)
+    folder = to_ctranslate2(VanillaTransformerForConditionalGeneration(config).eval(), tmp_path / "ct2",
+                            tokenizer=tokenizer)
+    engine = TranslationEngine(folder, source_lang="en", target_lang="de")
+    assert (engine.max_input_tokens, tokenizer.model_max_length) == (24, 64)
+    with server_in_thread(engine, ServeSettings()) as url:
+        words = " ".join(["three"] * 30)
+        response = post(url, q=words, source="en", target="de")
+        assert response.status_code == 400 and "tokens long, over the 24 tokens this model reads" in response.text
+        assert post(url, q="three", source="en", target="de").status_code == 200
+
+    config_file = folder / "config.json"
+    recorded = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps({key: value for key, value in recorded.items() if key != "max_positions"}))
+    assert TranslationEngine(folder, source_lang="en", target_lang="de").max_input_tokens == 64
+
+
 @pytest.mark.parametrize("key, message", [(None, "Missing API key: this server needs an api_key with each request"),
                                           ("k-3f9a1", "Invalid API key"),
                                           (17, "Invalid API key")])

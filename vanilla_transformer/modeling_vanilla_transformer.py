@@ -217,6 +217,18 @@ def positional_encoding(config: VanillaTransformerConfig) -> SinusoidalPositiona
 # Section 3.2: attention.
 
 
+def applied_attention_mask(module: nn.Module, attention_mask: torch.Tensor | None, query_length: int, key_length: int,
+                           device: torch.device | str | None = None) -> torch.Tensor | None:
+    """The mask equation (1) applies to (T, S) scores: `attention_mask` as given, or where it is None (sdpa's form of
+    "causal, nothing padded") and `module` is causal, section 3.2.3's (T, S) boolean mask (True = attend): each query
+    sees the keys up to its own position, the queries being the last T of the S positions (a cache holds the first
+    S - T). None: nothing masked (a single query may see every key)."""
+    if attention_mask is None and module.is_causal and query_length > 1:  # no looking ahead
+        return torch.ones(query_length, key_length, dtype=torch.bool, device=device).tril(
+            diagonal=key_length - query_length)
+    return attention_mask
+
+
 def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -234,10 +246,7 @@ def eager_attention_forward(
     output (B, T, H, Dh) and the weights (B, H, T, S).
     """
     scores = torch.matmul(query, key.transpose(-2, -1)) * scaling  # (B, H, T, S)
-    query_length, key_length = query.shape[-2], key.shape[-2]
-    if attention_mask is None and module.is_causal and query_length > 1:  # section 3.2.3: no looking ahead
-        attention_mask = torch.ones(query_length, key_length, dtype=torch.bool, device=query.device).tril(
-            diagonal=key_length - query_length)
+    attention_mask = applied_attention_mask(module, attention_mask, query.shape[-2], key.shape[-2], query.device)
     if attention_mask is not None:
         if attention_mask.dtype == torch.bool:
             scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
@@ -284,8 +293,8 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d, d)  # W^V
         self.out_proj = nn.Linear(d, d)  # W^O
 
-    def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, L, D) -> (B, H, L, Dh)."""
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, L, D) projections -> (B, H, L, Dh): head i is dimensions i * Dh .. (i + 1) * Dh - 1."""
         batch, length, _ = x.shape
         return x.view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
 
@@ -298,20 +307,20 @@ class MultiHeadAttention(nn.Module):
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         batch, length, _ = hidden_states.shape
-        query = self._heads(self.q_proj(hidden_states))  # (B, H, T, Dh)
+        query = self.split_heads(self.q_proj(hidden_states))  # (B, H, T, Dh)
         if self.is_cross_attention:
             cache = past_key_values.cross_attention_cache if past_key_values is not None else None
             if cache is not None and past_key_values.is_updated.get(self.layer_idx, False):
                 key, value = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
             else:
-                key = self._heads(self.k_proj(key_value_states))  # (B, H, S, Dh)
-                value = self._heads(self.v_proj(key_value_states))  # (B, H, S, Dh)
+                key = self.split_heads(self.k_proj(key_value_states))  # (B, H, S, Dh)
+                value = self.split_heads(self.v_proj(key_value_states))  # (B, H, S, Dh)
                 if cache is not None:
                     key, value = cache.update(key, value, self.layer_idx)
                     past_key_values.is_updated[self.layer_idx] = True
         else:
-            key = self._heads(self.k_proj(hidden_states))  # (B, H, T, Dh)
-            value = self._heads(self.v_proj(hidden_states))  # (B, H, T, Dh)
+            key = self.split_heads(self.k_proj(hidden_states))  # (B, H, T, Dh)
+            value = self.split_heads(self.v_proj(hidden_states))  # (B, H, T, Dh)
             if past_key_values is not None:
                 key, value = self_attention_cache(past_key_values).update(key, value, self.layer_idx)  # (B, H, P+T, Dh)
 

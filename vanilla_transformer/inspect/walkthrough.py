@@ -5,9 +5,10 @@ What each module gives (the names of modeling_vanilla_transformer.py):
 
 - embeddings (section 3.4, 3.5): the stack's `embed_tokens` output times its `embed_scale` (sqrt(d_model)), the
   `embed_positions` output, and the first layer's input (their sum);
-- attention (3.2): `q_proj`, `k_proj`, `v_proj` outputs split into heads, the mask the attention function was given,
-  the weights it returned (`output_attentions`), the input of `out_proj` (the heads concatenated) and its output;
-  the scores are Q K^T / sqrt(d_k) of those Q and K, with the module's own `scaling`;
+- attention (3.2): `q_proj`, `k_proj`, `v_proj` outputs split into heads by the module's own `split_heads`, the mask
+  the attention function was given as the model applies it (`applied_attention_mask`: causal where it was given
+  None), the weights it returned (`output_attentions`), the input of `out_proj` (the heads concatenated) and its
+  output; the scores are Q K^T / sqrt(d_k) of those Q and K, with the module's own `scaling`;
 - the residual stream after each sub-layer (3.1): the output of its LayerNorm (post-LN, the paper's order) or the
   input of the next LayerNorm (pre-LN, where the stream is normalised before each sub-layer);
 - the feed-forward network (3.3): the input of `fc2` (after the activation) and its output; the layer's output;
@@ -17,6 +18,7 @@ What each module gives (the names of modeling_vanilla_transformer.py):
 import torch
 
 from vanilla_transformer.inspect.attention_run import AttentionRun
+from vanilla_transformer.modeling_vanilla_transformer import applied_attention_mask
 
 LOGITS_TOP_K = 10
 
@@ -102,17 +104,17 @@ def tap_model(taps: Taps, stacks: dict) -> None:
 
 
 def heads(x: torch.Tensor, attention) -> torch.Tensor:
-    """(1, L, D) projections -> (H, L, Dh), the split of `MultiHeadAttention`."""
-    return x[0].view(x.shape[1], attention.num_heads, attention.head_dim).transpose(0, 1)
+    """(1, L, D) projections -> (H, L, Dh), split by the attention module's own `split_heads`."""
+    return attention.split_heads(x)[0]
 
 
 def allowed(mask, attention, queries: int, keys: int) -> torch.Tensor:
-    """The (Q, K) mask, 1 where a query may attend, from the mask the attention function was given: None (nothing
-    masked, or causal for a causal module, as `eager_attention_forward` reads it), boolean (True = attend) or
-    additive (0 = attend)."""
+    """The (Q, K) mask, True where a query may attend: the mask the attention function was given, read as the model
+    applies it (`applied_attention_mask`: None means causal for a causal module, else nothing masked), boolean
+    (True = attend) or additive (0 = attend)."""
+    mask = applied_attention_mask(attention, mask, queries, keys, device="cpu")
     if mask is None:
-        full = torch.ones(queries, keys, dtype=torch.bool)
-        return full.tril(diagonal=keys - queries) if attention.is_causal and queries > 1 else full
+        return torch.ones(queries, keys, dtype=torch.bool)
     mask = mask[0, 0] if mask.dim() == 4 else mask
     if mask.dtype == torch.bool:
         return mask.cpu()

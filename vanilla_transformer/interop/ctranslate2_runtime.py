@@ -25,6 +25,9 @@ VOCABULARY_FILES = ("shared_vocabulary.json", "source_vocabulary.json", "target_
 # Written by the export beside the tokenizer files: {"sha256": {file name: SHA-256 of its bytes}} of the tokenizer
 # the vocabularies were made from, so that a folder whose tokenizer files were replaced is refused, not misread.
 TOKENIZER_FINGERPRINT = "tokenizer_fingerprint.json"
+# The key of config.json under which the export records how many positions its encoding tables hold: the longest
+# input (and output) in tokens the folder can translate. CTranslate2 itself ignores the key.
+MAX_POSITIONS = "max_positions"
 EXPORT_AGAIN = "export it again with: vanilla-transformer export ctranslate2 CHECKPOINT OUT --overwrite"
 
 
@@ -38,6 +41,16 @@ def write_tokenizer_fingerprint(folder: str | os.PathLike, names) -> None:
     folder = Path(folder)
     digests = {name: sha256_of_file(folder / name) for name in sorted(set(names)) if (folder / name).is_file()}
     (folder / TOKENIZER_FINGERPRINT).write_text(json.dumps({"sha256": digests}, indent=2) + "\n", encoding="utf-8")
+
+
+def recorded_max_positions(folder: str | os.PathLike) -> int | None:
+    """The positions the export's encoding tables hold (config.json's `MAX_POSITIONS`), or None for a folder that does
+    not record them (CTranslate2 then refuses a longer input itself, with an error naming the length)."""
+    try:
+        value = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get(MAX_POSITIONS)
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def check_tokenizer_fingerprint(folder: str | os.PathLike) -> None:
@@ -74,7 +87,8 @@ class CTranslate2Translator:
     returns the generated ids, decoded with the folder's generation config unless told otherwise.
 
     `device` ("cpu", "cuda", "cuda:1", "auto": CUDA when CTranslate2 finds it), `compute_type` ("default": as
-    exported; "int8", "float32", ...) and the thread counts go to `ctranslate2.Translator`.
+    exported; "int8", "float32", ...) and the thread counts go to `ctranslate2.Translator`. `max_positions` is the
+    longest input in tokens the folder can translate, as its export recorded it (None where it did not).
     """
 
     # generate() keyword -> translate_batch() keyword, for the options both have with the same meaning
@@ -121,6 +135,7 @@ class CTranslate2Translator:
         except (RuntimeError, ValueError) as error:  # e.g. "Variable '...' has an invalid payload size"
             raise CheckpointError(f"CTranslate2 cannot load {folder} ({one_line(error)}): model.bin or "
                                   f"config.json is damaged (cut short?); {EXPORT_AGAIN}") from None
+        self.max_positions = recorded_max_positions(folder)
         self.device = torch.device("cpu")  # where generate() takes its inputs
         self.target_ids = {token: i for i, token in enumerate(self.target_tokens)}
         self.generation_config = (GenerationConfig.from_pretrained(folder)
@@ -196,5 +211,5 @@ class CTranslate2Translator:
         return [[self.target_ids[token] for token in result.hypotheses[0]] for result in results]
 
 
-__all__ = ["TOKENIZER_FINGERPRINT", "CTranslate2Translator", "check_tokenizer_fingerprint",
-           "import_ctranslate2", "write_tokenizer_fingerprint"]
+__all__ = ["MAX_POSITIONS", "TOKENIZER_FINGERPRINT", "CTranslate2Translator", "check_tokenizer_fingerprint",
+           "import_ctranslate2", "recorded_max_positions", "write_tokenizer_fingerprint"]

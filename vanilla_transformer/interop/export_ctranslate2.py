@@ -20,6 +20,8 @@ the export is a mapping, written here with CTranslate2's own spec API:
 
 Sinusoids are written as a table of max(`max_position_embeddings`, 1024) positions (learned positions as the
 `max_position_embeddings` they have); CTranslate2 refuses longer inputs and outputs with an error naming the length.
+config.json records that number under `max_positions` (`ctranslate2_runtime.MAX_POSITIONS`), where the server
+reads its length limit; CTranslate2 ignores the key.
 
 The folder holds CTranslate2's model.bin, config.json and vocabularies, the checkpoint's tokenizer files and its
 generation_config.json, whose decoding defaults (beam size, length penalty, maximum length, tokens never to generate)
@@ -44,6 +46,7 @@ from vanilla_transformer.files.paths import check_output_folder
 from vanilla_transformer.files.staging import staged_folder
 from vanilla_transformer.interop import QUANTIZATIONS
 from vanilla_transformer.interop.ctranslate2_runtime import (
+    MAX_POSITIONS,
     import_ctranslate2,
     write_tokenizer_fingerprint,
 )
@@ -172,6 +175,9 @@ def model_spec(model):
     bias = model.final_logits_bias[0] if model.final_logits_bias is not None else None
     _set_linear(spec.decoder.projection, model.get_output_embeddings().weight, bias)
     spec.config.layer_norm_epsilon = config.layer_norm_eps
+    # the longest input and output the tables encode (both stacks' tables have the rows of one config)
+    positions = min(len(stack.position_encodings.encodings) for stack in (spec.encoder, spec.decoder))
+    spec.config.add_attribute(MAX_POSITIONS, int(positions))
     return spec
 
 

@@ -37,9 +37,10 @@ async def translate_texts(request: TranslateRequest, engine, batcher: DynamicBat
     sentences = [sentence for text_splits in splits for split in text_splits for sentence in split.sentences]
     tokens = engine.count_tokens(sentences)
     longest = max(range(len(tokens)), key=tokens.__getitem__, default=None)
-    if longest is not None and tokens[longest] > engine.max_input_tokens:
+    limit = engine.max_input_tokens  # None: unknown, the engine's own refusal answers 400 (batcher)
+    if longest is not None and limit is not None and tokens[longest] > limit:
         raise ApiError(400, f"Invalid request: a sentence of q is {tokens[longest]} tokens long, over the "
-                            f"{engine.max_input_tokens} tokens this model reads: "
+                            f"{limit} tokens this model reads: "
                             f"{sentences[longest][:60]!r}{'...' if len(sentences[longest]) > 60 else ''}")
     translations = iter(await batcher.translate(sentences, tokens, settings.timeout))
     answers = []

@@ -19,9 +19,6 @@ from vanilla_transformer.checkpoints.kinds import check_folder_kind
 from vanilla_transformer.checkpoints.load import load_checkpoint
 from vanilla_transformer.translate import TRANSLATION_KINDS, translate
 
-# a CTranslate2 export holds sinusoids for this many positions (export_ctranslate2)
-CTRANSLATE2_POSITIONS = 1024
-
 
 def card_languages(folder: str | os.PathLike) -> tuple[str | None, str | None]:
     """(source, target) ISO 639 codes from the model card README.md in `folder`; (None, None) when it has none."""
@@ -79,13 +76,16 @@ class TranslationEngine:
         self.kind, self.model, self.tokenizer = loaded.kind, loaded.model, loaded.tokenizer
         self.max_input_tokens = self._max_input_tokens()
 
-    def _max_input_tokens(self) -> int:
-        limits = [CTRANSLATE2_POSITIONS if self.kind == "ctranslate2"
-                  else self.model.config.max_position_embeddings]
+    def _max_input_tokens(self) -> int | None:
+        """The longest sentence in tokens the model reads: its positions (a CTranslate2 folder's as its export recorded
+        them) and the tokenizer's `model_max_length`, whichever is less; None when neither says."""
+        ctranslate2 = self.kind == "ctranslate2"
+        positions = self.model.max_positions if ctranslate2 else self.model.config.max_position_embeddings
+        limits = [positions] if positions else []
         tokenizer_limit = getattr(self.tokenizer, "model_max_length", None)
         if isinstance(tokenizer_limit, int) and 0 < tokenizer_limit < 1_000_000:  # not the "no limit" sentinel
             limits.append(tokenizer_limit)
-        return min(limits)
+        return min(limits, default=None)
 
     def count_tokens(self, sentences: list[str]) -> list[int]:
         """Source tokens of each sentence (with its special tokens), as the engine will read it."""

@@ -51,9 +51,9 @@ def read_parallel_files(source_path: str, target_path: str, split: str) -> dict[
 def numpy_columns(dataset, names: list[str]) -> list[np.ndarray]:
     """Columns of `dataset` as numpy arrays of their Arrow type, copied chunk by chunk from its Arrow table (each
     chunk a view of the memory-mapped file) into one numpy array. Not through `with_format("numpy")`: that formatter
-    builds a Python list of every row before it stacks them, which at millions of rows costs seconds and tens of
-    bytes per row. Nor through Arrow's own concatenation: its memory pool keeps what it freed for Arrow's later use,
-    where the training that follows cannot reuse it (benchmarks/data_scale.py measures the whole run).
+    builds a Python list of every row (a Python object each) before it stacks them. Nor through Arrow's own
+    concatenation: its memory pool keeps what it freed for Arrow's later use, where the training that follows cannot
+    reuse it (benchmarks/experiments/large-corpora.md; benchmarks/data_scale.py measures the whole run).
     On a dataset with an indices mapping (`select` of scattered rows) `datasets` still goes through one Python int
     per row to gather them: pass lengths known beforehand instead (`TranslationTrainer(train_lengths=...)`)."""
     table = dataset.with_format("arrow", columns=list(names))[:]
@@ -68,9 +68,9 @@ def numpy_columns(dataset, names: list[str]) -> list[np.ndarray]:
 def select_rows(dataset, rows: np.ndarray):
     """`dataset.select(rows)` for millions of scattered rows, at 8 bytes a row: the same dataset (an indices mapping
     of `rows` over its Arrow table, as `select` makes one), built straight from the numpy array. `Dataset.select`
-    first turns its indices into a Python list (a Python object per row: 4M rows cost 160 MB for the moment it takes,
-    benchmarks/data_scale.py measures the whole run). A dataset that already has an indices mapping goes through
-    `select`, which composes the two."""
+    first turns its indices into a Python list (a Python object per row, several times the 8 bytes of the index:
+    benchmarks/experiments/large-corpora.md). A dataset that already has an indices mapping goes through `select`,
+    which composes the two."""
     from datasets import Dataset
     from datasets.table import InMemoryTable
 
@@ -224,12 +224,12 @@ class SubwordDropout:
     training split of `tokenize_splits(..., keep_train_text=True)`; item i is {input_ids, attention_mask, labels}
     of pair i in the segmentation of the current epoch, truncated as the plain ones.
 
-    `set_epoch(epoch)` segments the whole split for that epoch (one call of the tokenizer, about a second for
-    Multi30k's 29,000 pairs); `epoch_lengths(epoch)` gives its token counts, with which the token-budget sampler
-    sorts the pairs of neighbouring batches so that a batch pads to its own pieces, not to the longest of a random
-    split (batched by the plain lengths alone, Multi30k's padded batches grow 1.5 times where the tokens grow 1.15
-    times). `source_lengths` and `target_lengths` are the plain segmentation's: they fix which pairs lie near each
-    other, the same in every epoch and every process.
+    `set_epoch(epoch)` segments the whole split for that epoch (one call of the tokenizer); `epoch_lengths(epoch)`
+    gives its token counts, with which the token-budget sampler sorts the pairs of neighbouring batches so that a
+    batch pads to its own pieces, not to the longest of a random split (batched by the plain lengths alone, the padded
+    batches grow much more than the tokens: benchmarks/experiments/bpe-dropout.md#batching). `source_lengths` and
+    `target_lengths` are the plain segmentation's: they fix which pairs lie near each other, the same in every epoch
+    and every process.
 
     The segmentation is drawn by the `tokenizers` library's own random generator, which cannot be seeded: runs with
     BPE-dropout are not repeatable token for token. With several processes the first one segments and sends its

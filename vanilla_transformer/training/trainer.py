@@ -49,9 +49,9 @@ class LabelSmoothedCrossEntropy:
     tokens whose label is not `ignore_index` and divided by `num_items_in_batch` (the Trainer's count of target tokens
     in the whole optimizer step) or else by the tokens of this batch. `LabelSmoother` computes the same number
     through a negated copy of the log-probabilities, a gather and a masked fill over the (tokens x vocabulary)
-    tensor; torch's single op does it in one pass and its backward in one more: 0.16 s where `LabelSmoother` takes
-    0.22-0.26 s for a 2,048-token batch over an 8,000-word vocabulary, forward and backward on 2 CPU cores (~6 % of a
-    `multi30k` training step). Equal to `LabelSmoother` up to float rounding (tests/test_training.py).
+    tensor; torch's single op does it in one pass and its backward in one more, without the copy, so in less time
+    (benchmarks/experiments/loss-and-optimiser.md). Equal to `LabelSmoother` up to float rounding
+    (tests/test_training.py).
     """
 
     epsilon: float = 0.1

@@ -54,14 +54,13 @@ def register_translation_pipeline() -> None:
 
     The public hook is `PIPELINE_REGISTRY.register_pipeline`, but registering is not enough: transformers 5 refuses
     the removed task names before it looks at the registry, and the registry matches task names exactly, so it cannot
-    hold every language pair; `compat.let_translation_tasks_through` deals with both. Idempotent.
+    hold every language pair; `compat.let_translation_tasks_through` deals with both. The loaded config of a saved
+    folder leaves out the folder's own `custom_pipelines` entry (see `configuration_vanilla_transformer`), so this
+    registered class serves it. Idempotent.
     """
     registered = pipelines.PIPELINE_REGISTRY.supported_tasks.get("translation", {}).get("impl")
     if registered is not TranslationPipeline:
         pipelines.PIPELINE_REGISTRY.register_pipeline(
             "translation", pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
         )
-    # Our config.json lists "translation" in `custom_pipelines` for users without this package; pipeline() would
-    # then demand trust_remote_code. With the package, the registered class serves it (see the flag's comment).
-    VanillaTransformerConfig.hide_custom_pipelines = True
     let_translation_tasks_through(pipelines)

@@ -19,7 +19,6 @@ from vanilla_transformer.modeling_vanilla_transformer import (
     VanillaTransformerForSequenceClassification,
     VanillaTransformerModel,
 )
-from vanilla_transformer.pipeline_checks import register_pipeline_input_checks
 from vanilla_transformer.pipeline_translation import TranslationPipeline
 
 # Each model class and the Auto class that builds it from a VanillaTransformerConfig: the encoder-decoder (the paper's
@@ -36,16 +35,15 @@ AUTO_CLASSES = (
 def register() -> None:
     """Make `AutoConfig` and the Auto model classes of `AUTO_CLASSES` know `model_type="vanilla_transformer"`, mark
     the classes for remote code so that `save_pretrained` writes `auto_map` and copies the source files, and make
-    `pipeline("translation")` / `pipeline("translation_xx_to_yy")` build a `TranslationPipeline`; transformers'
-    text-generation, text-classification and fill-mask pipelines refuse empty texts and unknown targets for our
-    models (`pipeline_checks`). Idempotent."""
+    `pipeline("translation")` / `pipeline("translation_xx_to_yy")` build a `TranslationPipeline`. Idempotent.
+    transformers' own pipeline classes stay as they are: the checks our models need are in the models (`forward`,
+    `from_pretrained`)."""
     AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig, exist_ok=True)
     VanillaTransformerConfig.register_for_auto_class()
     for auto_class, model_class in AUTO_CLASSES:
         auto_class.register(VanillaTransformerConfig, model_class, exist_ok=True)
         model_class.register_for_auto_class(auto_class.__name__)
     register_translation_pipeline()
-    register_pipeline_input_checks()
 
 
 def register_translation_pipeline() -> None:

@@ -1,4 +1,7 @@
-"""Registration with transformers' Auto classes, `pipeline()` and Hub remote code."""
+"""Registration with transformers' Auto classes, `pipeline()` and Hub remote code, through their public `register`
+APIs, plus the one change to transformers that `pipeline("translation")` needs (`compat.let_translation_tasks_through`,
+explained there). transformers' own pipeline classes stay as they are: the input checks our models need are in the
+models themselves (`forward`, `from_pretrained`)."""
 
 import transformers.pipelines as pipelines
 from transformers import (
@@ -34,10 +37,8 @@ AUTO_CLASSES = (
 
 def register() -> None:
     """Make `AutoConfig` and the Auto model classes of `AUTO_CLASSES` know `model_type="vanilla_transformer"`, mark
-    the classes for remote code so that `save_pretrained` writes `auto_map` and copies the source files, and make
-    `pipeline("translation")` / `pipeline("translation_xx_to_yy")` build a `TranslationPipeline`. Idempotent.
-    transformers' own pipeline classes stay as they are: the checks our models need are in the models (`forward`,
-    `from_pretrained`)."""
+    our classes for remote code so that `save_pretrained` writes `auto_map` and copies the source files, and make
+    `pipeline("translation")` / `pipeline("translation_xx_to_yy")` build a `TranslationPipeline`. Idempotent."""
     AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig, exist_ok=True)
     VanillaTransformerConfig.register_for_auto_class()
     for auto_class, model_class in AUTO_CLASSES:
@@ -48,14 +49,13 @@ def register() -> None:
 
 def register_translation_pipeline() -> None:
     """`pipeline("translation", ...)` and `pipeline("translation_xx_to_yy", ...)` -> `TranslationPipeline`, for any
-    `AutoModelForSeq2SeqLM` model, without `trust_remote_code`.
+    `AutoModelForSeq2SeqLM` model, without `trust_remote_code`. Idempotent.
 
-    The public hook is `PIPELINE_REGISTRY.register_pipeline`, but registering is not enough: transformers 5 refuses
-    the removed task names before it looks at the registry, and the registry matches task names exactly, so it cannot
-    hold every language pair; `compat.let_translation_tasks_through` deals with both. The loaded config of a saved
-    folder leaves out the folder's own `custom_pipelines` entry (see `configuration_vanilla_transformer`), so this
-    registered class serves it. Idempotent.
-    """
+    `PIPELINE_REGISTRY.register_pipeline` (public) registers the class for "translation". Registering is not enough:
+    transformers 5 refuses the removed task names before it looks at the registry, and the registry matches names
+    exactly, so it cannot hold every language pair; `compat.let_translation_tasks_through` lets exactly those names
+    through. The loaded config of a saved folder leaves out the folder's own `custom_pipelines` entry (see
+    `configuration_vanilla_transformer`), so this registered class serves it."""
     registered = pipelines.PIPELINE_REGISTRY.supported_tasks.get("translation", {}).get("impl")
     if registered is not TranslationPipeline:
         pipelines.PIPELINE_REGISTRY.register_pipeline(

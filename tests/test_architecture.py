@@ -19,7 +19,7 @@ PACKAGE = REPO_ROOT / "vanilla_transformer"
 LAYERS = [
     ("remote code", ["compat", "configuration_vanilla_transformer", "modeling_vanilla_transformer",
                      "pipeline_translation"]),
-    ("transformers integration", ["pipeline_checks", "registration"]),
+    ("transformers integration", ["registration"]),
     ("foundations", ["files", "cards", "extras"]),
     ("package", [""]),
     ("checkpoints", ["checkpoints", "interop.ctranslate2_runtime"]),

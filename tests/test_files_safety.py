@@ -490,7 +490,7 @@ def test_kill_during_averaging_leaves_the_old_folder_or_the_new_one(two_checkpoi
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# transformers' own pipelines refuse what they would answer wrongly for our models
+# transformers' own pipelines with our models: what our models refuse themselves, and what transformers answers
 
 
 def _word_tokenizer():
@@ -504,30 +504,50 @@ def _word_tokenizer():
                                    unk_token="<unk>", mask_token="[MASK]")
 
 
-@pytest.mark.parametrize("task", ["text-generation", "text-classification"])
-def test_text_pipelines_refuse_an_empty_text_with_one_clear_error(task):
+def test_the_classifier_refuses_a_text_without_tokens_with_one_clear_error():
     from transformers import pipeline
 
     from helpers import tiny_config
-    from vanilla_transformer import (
-        VanillaTransformerForCausalLM,
-        VanillaTransformerForSequenceClassification,
-    )
+    from vanilla_transformer import VanillaTransformerForSequenceClassification
 
     tokenizer = _word_tokenizer()
-    model_class = {"text-generation": VanillaTransformerForCausalLM,
-                   "text-classification": VanillaTransformerForSequenceClassification}[task]
     torch.manual_seed(0)
-    model = model_class(tiny_config(vocab_size=len(tokenizer))).eval()
-    runner = pipeline(task, model=model, tokenizer=tokenizer)
+    model = VanillaTransformerForSequenceClassification(tiny_config(vocab_size=len(tokenizer))).eval()
+    runner = pipeline("text-classification", model=model, tokenizer=tokenizer)
     for empty in ("", "   "):
-        with pytest.raises(ValueError, match=f"^{task} got an empty text; give the "):
-            runner(empty, max_new_tokens=2) if task == "text-generation" else runner(empty)
-    assert runner("one two", max_new_tokens=2) if task == "text-generation" else runner("one two")  # still served
+        assert tokenizer(empty)["input_ids"] == []  # this tokenizer adds no special tokens: nothing to classify
+        with pytest.raises(ValueError, match=r"^input_ids is empty \(shape \(1, 0\)\): there is nothing to encode\.$"):
+            runner(empty)
+    assert runner("one two")  # still served
 
 
-def test_fill_mask_refuses_a_target_outside_the_vocabulary():
+def test_text_generation_from_an_empty_prompt_starts_from_the_models_bos_token():
+    """transformers' text-generation pipeline turns a prompt without tokens into `generate()` without inputs, for
+    every causal LM: generation from the model's `bos_token_id` alone. Ours does the same as `generate()` itself."""
     from transformers import pipeline
+
+    from helpers import tiny_config
+    from vanilla_transformer import VanillaTransformerForCausalLM
+
+    tokenizer = _word_tokenizer()
+    torch.manual_seed(0)
+    model = VanillaTransformerForCausalLM(tiny_config(vocab_size=len(tokenizer))).eval()
+    with torch.no_grad():
+        expected = model.generate(max_new_tokens=4, do_sample=False)[0].tolist()
+    assert expected[0] == model.config.bos_token_id and len(expected) == 5
+    runner = pipeline("text-generation", model=model, tokenizer=tokenizer)
+    for empty in ("", "   "):
+        assert runner(empty, max_new_tokens=4, do_sample=False, return_tensors=True) == [
+            {"generated_token_ids": expected}]
+
+
+def test_fill_mask_replaces_a_target_outside_the_vocabulary_and_says_so():
+    """transformers' own handling, the same for every model: a target that is not a token of the vocabulary is
+    replaced by the first token of its tokenization, with a logged warning naming both; every score is the model's
+    own probability of a token at the mask."""
+    from transformers import pipeline
+    from transformers.testing_utils import CaptureLogger
+    from transformers.utils import logging
 
     from helpers import tiny_config
     from vanilla_transformer import VanillaTransformerForMaskedLM
@@ -536,11 +556,12 @@ def test_fill_mask_refuses_a_target_outside_the_vocabulary():
     torch.manual_seed(0)
     fill = pipeline("fill-mask", model=VanillaTransformerForMaskedLM(tiny_config(vocab_size=len(tokenizer))).eval(),
                     tokenizer=tokenizer)
-    with pytest.raises(ValueError, match="fill-mask target 'zebra' is not a token of the model's vocabulary"):
-        fill("one [MASK] three", targets=["two", "zebra"])
-    scores = fill("one [MASK] three", targets=["two", "four"])
-    assert sorted(s["token_str"] for s in scores) == ["four", "two"]
-    # the scores are the model's own probabilities of those tokens at the mask
+    with CaptureLogger(logging.get_logger("transformers.pipelines.fill_mask")) as captured:
+        scores = fill("one [MASK] three", targets=["two", "zebra"])
+    assert "The specified target token `zebra` does not exist in the model vocabulary. Replacing with `<unk>`." \
+        in captured.out
+    assert sorted(s["token_str"] for s in scores) == ["<unk>", "two"]
+    scores += fill("one [MASK] three", targets=["two", "four"])
     with torch.no_grad():
         inputs = tokenizer("one [MASK] three", return_tensors="pt")
         probabilities = fill.model(**inputs).logits[0, 1].softmax(-1)
@@ -810,35 +831,44 @@ def single_stack_folders(tmp_path_factory):
     return folders
 
 
+def last_line_of_the_error(raised) -> str:
+    """`pipeline(task, model=folder)` reports an error of `from_pretrained` in transformers' own message ("Could not
+    load model ... See the original errors:", the tracebacks); its last line is the error's own."""
+    return str(raised.value).strip().splitlines()[-1]
+
+
 @pytest.mark.parametrize("kind", ["decoder-only", "encoder-only"])
-def test_the_translation_pipeline_refuses_a_single_stack_folder_in_one_line(single_stack_folders, kind, capfd):
+def test_the_translation_pipeline_refuses_a_single_stack_folder(single_stack_folders, kind, capfd):
     from transformers import AutoModelForSeq2SeqLM, pipeline
 
     folder = single_stack_folders[kind]
     with pytest.raises(ValueError) as raised:
         pipeline("translation", model=str(folder))
-    message = str(raised.value)
-    assert "\n" not in message and message.startswith(f"{folder} holds an {kind} model") if kind[0] == "e" else \
-        message.startswith(f"{folder} holds a {kind} model"), message
-    assert "needs an encoder-decoder model" in message
-    assert "MISSING" not in capfd.readouterr().err  # no table of randomly initialised weights either
-    with pytest.raises(ValueError, match=f"holds an? {kind} model"):
+    article = "an" if kind[0] == "e" else "a"
+    cls = "VanillaTransformerForMaskedLM" if kind[0] == "e" else "VanillaTransformerForCausalLM"
+    expected = (f"{folder} holds {article} {kind} model ({cls}, in config.json's architectures); "
+                "VanillaTransformerForConditionalGeneration needs an encoder-decoder model: load it with the class it "
+                "was saved from, or choose a folder saved from VanillaTransformerForConditionalGeneration.")
+    assert last_line_of_the_error(raised) == f"ValueError: {expected}"
+    assert "MISSING" not in capfd.readouterr().err  # refused before loading: no table of random weights
+    with pytest.raises(ValueError) as raised:
         AutoModelForSeq2SeqLM.from_pretrained(folder)
+    assert str(raised.value) == expected
 
 
 @pytest.mark.parametrize("task, cls, needs", [("text-generation", "VanillaTransformerForCausalLM", "a decoder-only"),
                                               ("text-classification", "VanillaTransformerForSequenceClassification",
                                                "an encoder-only"),
                                               ("fill-mask", "VanillaTransformerForMaskedLM", "an encoder-only")])
-def test_the_text_pipelines_refuse_an_encoder_decoder_folder_in_one_line(model_dir, task, cls, needs, capfd):
+def test_the_text_pipelines_refuse_an_encoder_decoder_folder(model_dir, task, cls, needs, capfd):
     from transformers import pipeline
 
     with pytest.raises(ValueError) as raised:
         pipeline(task, model=model_dir)
-    assert str(raised.value) == (
-        f"{model_dir} holds an encoder-decoder model (VanillaTransformerForConditionalGeneration, in config.json's "
-        f"architectures); {cls} needs {needs} model: load it with the class it was saved from, or choose a folder "
-        f"saved from {cls}.")
+    assert last_line_of_the_error(raised) == (
+        f"ValueError: {model_dir} holds an encoder-decoder model (VanillaTransformerForConditionalGeneration, in "
+        f"config.json's architectures); {cls} needs {needs} model: load it with the class it was saved from, or "
+        f"choose a folder saved from {cls}.")
     assert "MISSING" not in capfd.readouterr().err
 
 

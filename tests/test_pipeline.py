@@ -210,9 +210,11 @@ def test_a_model_that_is_not_encoder_decoder_is_refused(tokenizer):
 def test_registration_is_idempotent():
     import transformers.pipelines as pipelines
 
-    resolve = getattr(pipelines, "_resolve_deprecated_task", None)  # transformers >= 5.19
-    check = pipelines.PIPELINE_REGISTRY.check_task
+    from vanilla_transformer.compat import translation_task_gate
+
+    owner, name = translation_task_gate(pipelines)
+    gate, registry_attributes = getattr(owner, name), dict(vars(pipelines.PIPELINE_REGISTRY))
     vanilla_transformer.register()
-    assert getattr(pipelines, "_resolve_deprecated_task", None) is resolve
-    assert pipelines.PIPELINE_REGISTRY.check_task is check
+    assert getattr(owner, name) is gate  # not wrapped twice
+    assert vars(pipelines.PIPELINE_REGISTRY) == registry_attributes
     assert pipelines.PIPELINE_REGISTRY.supported_tasks["translation"]["impl"] is TranslationPipeline

@@ -120,55 +120,67 @@ def pipeline_merges_generate_kwargs(pipeline_class: type) -> bool:
     return hasattr(pipeline_class, "_prepare_generate_kwargs")
 
 
+# "translation" and transformers 4's parametrized "translation_xx_to_yy"
+TRANSLATION_TASK = re.compile(r"translation(_[^_]+_to_[^_]+)?")
+
+
+def translation_task_gate(pipelines) -> tuple[object, str]:
+    """(owner, attribute name) of the function through which `pipeline()` first refuses a translation task name
+    (`pipelines` is the module `transformers.pipelines`):
+
+    - transformers >= 5.19: `pipelines._resolve_deprecated_task` (private API), which raises KeyError for
+      "translation" and "translation_*" (REMOVED_TASKS) before `pipeline()` looks at the registry;
+    - 5.18 (no such function, and "translation" is refused nowhere once registered): `PIPELINE_REGISTRY.check_task`
+      (public), which knows registered names only, exactly, so no "translation_xx_to_yy"."""
+    if hasattr(pipelines, "_resolve_deprecated_task"):
+        return pipelines, "_resolve_deprecated_task"
+    return pipelines.PIPELINE_REGISTRY, "check_task"
+
+
 def let_translation_tasks_through(pipelines) -> None:
-    """Make `pipeline("translation")` and `pipeline("translation_xx_to_yy")` reach the registered `TranslationPipeline`
-    (`pipelines` is the module `transformers.pipelines`). Every other task, removed ones included, keeps transformers'
-    own answer. Idempotent.
+    """The one change this package makes to transformers, applied by `registration.register()` only (the remote-code
+    copies of this file never call it): the function of `translation_task_gate` is wrapped so that translation task
+    names (`TRANSLATION_TASK`) reach the `TranslationPipeline` registered for "translation". Every other task name
+    goes to transformers' function unchanged, removed tasks included. Idempotent.
 
-    Both are wrapped because transformers offers no public hook for either: `PIPELINE_REGISTRY.register_pipeline`
-    (done by `registration.register_translation_pipeline`) is consulted only after the two steps below.
+    No public route exists: `pipeline("translation", model=...)` is refused by that function whatever is registered
+    (`PIPELINE_REGISTRY.register_pipeline`) or passed (`pipeline_class=`), unless a folder's config lists the task in
+    `custom_pipelines` (then `pipeline()` demands trust_remote_code or `pipeline_class=`; a model object has no such
+    route). Only `TranslationPipeline(model=..., tokenizer=...)`, without `pipeline()`, needs no change.
 
-    - `PIPELINE_REGISTRY.check_task` (public; all of 5.x) matches names exactly, so it cannot hold every language pair:
-      "translation_xx_to_yy" becomes a registry alias of "translation" when first asked for, as transformers 4 did.
-    - `pipelines._resolve_deprecated_task` (private API, transformers >= 5.19; 5.18 has no such function and needs
-      nothing more) raises KeyError for "translation" and "translation_*" (REMOVED_TASKS) before `pipeline()` looks at
-      the registry: translation task names pass it unchanged.
+    A "translation_xx_to_yy" name becomes a registry alias of "translation" when asked for
+    (`PIPELINE_REGISTRY.task_aliases`, as transformers 4 did), and the pipeline keeps the full name, from which it
+    takes the two language codes.
     """
-    translation_task = re.compile(r"translation(_[^_]+_to_[^_]+)?")  # v4's parametrized form too
+    owner, name = translation_task_gate(pipelines)
+    gate = getattr(owner, name)
+    if getattr(gate, "_lets_translation_tasks_through", False):
+        return
     registry = pipelines.PIPELINE_REGISTRY
-    check = registry.check_task
-    if not getattr(check, "_passes_translation_tasks", False):
 
-        @functools.wraps(check)
-        def check_task(task: str):
-            if isinstance(task, str) and translation_task.fullmatch(task) and task != "translation":
+    @functools.wraps(gate)
+    def gate_letting_translation_through(task):
+        if isinstance(task, str) and TRANSLATION_TASK.fullmatch(task):
+            if task != "translation":
                 registry.task_aliases.setdefault(task, "translation")
-            return check(task)
+            if name == "_resolve_deprecated_task":
+                return task  # not removed: registered
+        return gate(task)
 
-        check_task._passes_translation_tasks = True
-        registry.check_task = check_task
-
-    resolve = getattr(pipelines, "_resolve_deprecated_task", None)
-    if resolve is not None and not getattr(resolve, "_passes_translation_tasks", False):
-
-        @functools.wraps(resolve)
-        def resolve_task(task: str) -> str:
-            if isinstance(task, str) and translation_task.fullmatch(task):
-                return task
-            return resolve(task)
-
-        resolve_task._passes_translation_tasks = True
-        pipelines._resolve_deprecated_task = resolve_task
+    gate_letting_translation_through._lets_translation_tasks_through = True
+    setattr(owner, name, gate_letting_translation_through)
 
 
 __all__ = [
     "CACHE_ARGUMENT",
     "CACHE_FIELD",
     "SUPPORTED_TRANSFORMERS",
+    "TRANSLATION_TASK",
     "accepts_cache_keyword",
     "cache_capacity",
     "check_transformers_version",
     "let_translation_tasks_through",
     "pipeline_merges_generate_kwargs",
     "quiet_about_the_configs_max_length",
+    "translation_task_gate",
 ]

@@ -13,6 +13,17 @@ from .compat import SUPPORTED_TRANSFORMERS, check_transformers_version  # noqa: 
 from huggingface_hub.dataclasses import strict  # noqa: E402
 from transformers import PreTrainedConfig  # noqa: E402  (after the version check: 4.x spells it PretrainedConfig)
 
+# config.json names the translation pipeline in `custom_pipelines` (see
+# VanillaTransformerForConditionalGeneration.save_pretrained), so that `pipeline("translation", model=folder,
+# trust_remote_code=True)` works where this package is not installed. Which copy of this file is running says whether
+# the entry is wanted, so nothing needs to set a flag from outside:
+# - the installed package's module (`vanilla_transformer.configuration_vanilla_transformer`, imported only through the
+#   package, whose import registers its TranslationPipeline for "translation") leaves the entry out of the configs it
+#   loads, because `pipeline()` insists on trust_remote_code for any task a config lists there;
+# - a copy loaded as remote code (`transformers_modules.<folder>.configuration_vanilla_transformer`) keeps it: there
+#   the folder's own pipeline file is the one that serves "translation".
+_INSTALLED_PACKAGE = __name__ == "vanilla_transformer.configuration_vanilla_transformer"
+
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "swish", "silu")
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated")
@@ -111,14 +122,6 @@ class VanillaTransformerConfig(PreTrainedConfig):
     decoder_start_token_id: int | None = 1
     forced_eos_token_id: int | list[int] | None = None
 
-    # config.json names the translation pipeline in `custom_pipelines` (see
-    # VanillaTransformerForConditionalGeneration.save_pretrained), so that pipeline("translation",
-    # trust_remote_code=True) works where this package is not installed. Where it is, `register()` sets this flag
-    # (on the installed class only, never on a copy loaded as remote code): the registered pipeline serves
-    # "translation" and the loaded config leaves the entry out, because pipeline() insists on trust_remote_code for
-    # any task a config lists there. Not a dataclass field (no annotation).
-    hide_custom_pipelines = False
-
     @classmethod
     def from_paper(cls, size: str = "base", **kwargs) -> "VanillaTransformerConfig":
         """The paper's `"base"` or `"big"` model (Table 3); keyword arguments override any value."""
@@ -127,7 +130,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
         return cls(**{**PAPER_PRESETS[size], **kwargs})
 
     def __post_init__(self, **kwargs):
-        if self.hide_custom_pipelines:
+        if _INSTALLED_PACKAGE:
             kwargs.pop("custom_pipelines", None)
         super().__post_init__(**kwargs)
 

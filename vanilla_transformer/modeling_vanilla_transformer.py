@@ -17,7 +17,6 @@ import copy
 import json
 import math
 import os
-import sys
 from collections.abc import Callable
 
 import torch
@@ -471,27 +470,6 @@ def _saved_architecture(pretrained_model_name_or_path, config) -> str | None:
     return architectures[0] if isinstance(architectures, list) and architectures else None
 
 
-# The pipeline tasks whose pipeline refuses a model loaded with `wrong_layout` in one line: our translation pipeline,
-# and (when the package is imported) transformers' text pipelines wrapped by `pipeline_checks`.
-PIPELINES_REFUSING_WRONG_LAYOUT = {"translation"}
-
-
-def _pipeline_task() -> str | None:
-    """The task of the `transformers.pipeline(...)` whose model loading (`pipelines.base.load_model`) runs this
-    `from_pretrained`, if any.
-
-    Read off the call stack because no argument carries it here: `load_model` passes the task as `_from_pipeline`,
-    but the Auto classes hand that keyword to `AutoConfig.from_pretrained`, which consumes it, so the model class's
-    `from_pretrained` never sees it."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_globals.get("__name__") == "transformers.pipelines.base":
-            task = frame.f_locals.get("task")
-            return task if isinstance(task, str) else None
-        frame = frame.f_back
-    return None
-
-
 class VanillaTransformerPreTrainedModel(PreTrainedModel):
     config_class = VanillaTransformerConfig
     config: VanillaTransformerConfig
@@ -507,29 +485,18 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
         """`PreTrainedModel.from_pretrained`, after refusing (ValueError, one line) a folder saved from one of our
-        classes whose weights are of another layout (e.g. a decoder-only folder for the encoder-decoder).
+        classes whose weights are of another layout (e.g. a decoder-only folder for the encoder-decoder), which would
+        otherwise load with a stack of random weights.
 
-        Inside `pipeline(task, ...)` (which turns any error while loading into pages of tracebacks), for a task
-        whose pipeline checks it (`PIPELINES_REFUSING_WRONG_LAYOUT`), the model is loaded quietly instead and keeps
-        the refusal in `wrong_layout`; the pipeline then refuses it in one line."""
+        Inside `pipeline(task, model=folder)`, transformers reports this error in its own "Could not load model"
+        message, whose last line is this one."""
         saved = _saved_architecture(pretrained_model_name_or_path, kwargs.get("config"))
         ours = next((_LAYOUTS[c.__name__] for c in cls.__mro__ if c.__name__ in _LAYOUTS), None)
-        if saved not in _LAYOUTS or ours is None or _LAYOUTS[saved] == ours:
-            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
-        message = (f"{pretrained_model_name_or_path} holds {_LAYOUTS[saved]} ({saved}, in config.json's "
-                   f"architectures); {cls.__name__} needs {ours}: load it with the class it was saved from, or "
-                   f"choose a folder saved from {cls.__name__}.")
-        task = _pipeline_task()
-        if not (task in PIPELINES_REFUSING_WRONG_LAYOUT or (task or "").startswith("translation_")):
-            raise ValueError(message)
-        verbosity = logging.get_verbosity()
-        logging.set_verbosity_error()  # not the table of missing weights: the pipeline's one line says it all
-        try:
-            model = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
-        finally:
-            logging.set_verbosity(verbosity)
-        model.wrong_layout = message
-        return model
+        if saved in _LAYOUTS and ours is not None and _LAYOUTS[saved] != ours:
+            raise ValueError(f"{pretrained_model_name_or_path} holds {_LAYOUTS[saved]} ({saved}, in config.json's "
+                             f"architectures); {cls.__name__} needs {ours}: load it with the class it was saved from, "
+                             f"or choose a folder saved from {cls.__name__}.")
+        return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module):

@@ -81,9 +81,8 @@ class TranslationPipeline(Pipeline):
     def _check_saved_class(cls, model) -> None:
         """Refuse, in one line, a model loaded from a folder of another kind: `pipeline("translation", model=folder)`
         builds the encoder-decoder class from any folder with its model_type, so a decoder-only or encoder-only
-        folder gives a model whose missing stack is random or empty ("Cannot copy out of meta tensor")."""
-        if getattr(model, "wrong_layout", None):  # found by our model's from_pretrained
-            raise ValueError(model.wrong_layout)
+        folder gives a model whose missing stack is random or empty ("Cannot copy out of meta tensor"). (Our own
+        classes refuse such a folder in `from_pretrained` already.)"""
         config = getattr(model, "config", None)
         saved = (getattr(config, "architectures", None) or [None])[0]
         if not isinstance(saved, str) or saved == type(model).__name__:

@@ -1,4 +1,7 @@
-"""Registration with transformers' Auto classes, `pipeline()` and Hub remote code."""
+"""Registration with transformers' Auto classes, `pipeline()` and Hub remote code, through their public `register`
+APIs, plus the one change to transformers that `pipeline("translation")` needs (`compat.let_translation_tasks_through`,
+explained there). transformers' own pipeline classes stay as they are: the input checks our models need are in the
+models themselves (`forward`, `from_pretrained`)."""
 
 import transformers.pipelines as pipelines
 from transformers import (
@@ -19,7 +22,6 @@ from vanilla_transformer.modeling_vanilla_transformer import (
     VanillaTransformerForSequenceClassification,
     VanillaTransformerModel,
 )
-from vanilla_transformer.pipeline_checks import register_pipeline_input_checks
 from vanilla_transformer.pipeline_translation import TranslationPipeline
 
 # Each model class and the Auto class that builds it from a VanillaTransformerConfig: the encoder-decoder (the paper's
@@ -35,33 +37,28 @@ AUTO_CLASSES = (
 
 def register() -> None:
     """Make `AutoConfig` and the Auto model classes of `AUTO_CLASSES` know `model_type="vanilla_transformer"`, mark
-    the classes for remote code so that `save_pretrained` writes `auto_map` and copies the source files, and make
-    `pipeline("translation")` / `pipeline("translation_xx_to_yy")` build a `TranslationPipeline`; transformers'
-    text-generation, text-classification and fill-mask pipelines refuse empty texts and unknown targets for our
-    models (`pipeline_checks`). Idempotent."""
+    our classes for remote code so that `save_pretrained` writes `auto_map` and copies the source files, and make
+    `pipeline("translation")` / `pipeline("translation_xx_to_yy")` build a `TranslationPipeline`. Idempotent."""
     AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig, exist_ok=True)
     VanillaTransformerConfig.register_for_auto_class()
     for auto_class, model_class in AUTO_CLASSES:
         auto_class.register(VanillaTransformerConfig, model_class, exist_ok=True)
         model_class.register_for_auto_class(auto_class.__name__)
     register_translation_pipeline()
-    register_pipeline_input_checks()
 
 
 def register_translation_pipeline() -> None:
     """`pipeline("translation", ...)` and `pipeline("translation_xx_to_yy", ...)` -> `TranslationPipeline`, for any
-    `AutoModelForSeq2SeqLM` model, without `trust_remote_code`.
+    `AutoModelForSeq2SeqLM` model, without `trust_remote_code`. Idempotent.
 
-    The public hook is `PIPELINE_REGISTRY.register_pipeline`, but registering is not enough: transformers 5 refuses
-    the removed task names before it looks at the registry, and the registry matches task names exactly, so it cannot
-    hold every language pair; `compat.let_translation_tasks_through` deals with both. Idempotent.
-    """
+    `PIPELINE_REGISTRY.register_pipeline` (public) registers the class for "translation". Registering is not enough:
+    transformers 5 refuses the removed task names before it looks at the registry, and the registry matches names
+    exactly, so it cannot hold every language pair; `compat.let_translation_tasks_through` lets exactly those names
+    through. The loaded config of a saved folder leaves out the folder's own `custom_pipelines` entry (see
+    `configuration_vanilla_transformer`), so this registered class serves it."""
     registered = pipelines.PIPELINE_REGISTRY.supported_tasks.get("translation", {}).get("impl")
     if registered is not TranslationPipeline:
         pipelines.PIPELINE_REGISTRY.register_pipeline(
             "translation", pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
         )
-    # Our config.json lists "translation" in `custom_pipelines` for users without this package; pipeline() would
-    # then demand trust_remote_code. With the package, the registered class serves it (see the flag's comment).
-    VanillaTransformerConfig.hide_custom_pipelines = True
     let_translation_tasks_through(pipelines)

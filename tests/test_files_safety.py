@@ -34,7 +34,8 @@ from vanilla_transformer.files import (
     staged_folder,
 )
 from vanilla_transformer.training.average_checkpoints import main as average_main
-from vanilla_transformer.training.data import DataError, read_parallel_files
+from vanilla_transformer.training.data_sources import read_parallel_files
+from vanilla_transformer.training.messages import DataError
 from vanilla_transformer.training.run_folder import checkpoint_problem
 from vanilla_transformer.training.train import main as train_main
 

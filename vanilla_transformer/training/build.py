@@ -9,30 +9,28 @@ from huggingface_hub.errors import StrictDataclassError
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
-from vanilla_transformer.training.corpus import sample_texts
-from vanilla_transformer.training.data import (
+from vanilla_transformer.training.corpus_cache import sample_texts
+from vanilla_transformer.training.data_sources import (
     SPLITS,
-    DataError,
-    SubwordDropout,
     demo_splits,
     language_from_extension,
     load_hub_dataset,
     load_text_files,
-    tokenize_splits,
 )
 from vanilla_transformer.training.evaluation import example_sentences
-from vanilla_transformer.training.messages import UsageError, log
+from vanilla_transformer.training.messages import DataError, UsageError, log
 from vanilla_transformer.training.metrics import bleu_metric
 from vanilla_transformer.training.precision import precision_in_use
 from vanilla_transformer.training.summary import RunState
-from vanilla_transformer.training.tokenizer import train_tokenizer
-from vanilla_transformer.training.train_data import (
+from vanilla_transformer.training.text_corpus import (
     cached_tokenizer,
     cached_training_set,
     open_text_corpus,
     streaming_training_set,
     tokenizer_texts,
 )
+from vanilla_transformer.training.tokenized_splits import SubwordDropout, tokenize_splits
+from vanilla_transformer.training.tokenizer import train_tokenizer
 from vanilla_transformer.training.trainer import TranslationTrainer
 
 
@@ -53,7 +51,7 @@ def check_options(data_args, model_args) -> None:
 
 def load_splits(data_args, training_args):
     """-> ({split: Dataset(source, target)}, source_lang, target_lang, description for the card, the `TextCorpus`
-    of training text files or None). The training pair of text files is cached out of core (training/corpus.py),
+    of training text files or None). The training pair of text files is cached out of core (training/corpus_cache.py),
     or only checked when streamed (no train split then); the other splits are small and held in memory."""
     files = {split: (getattr(data_args, f"{split}_source"), getattr(data_args, f"{split}_target")) for split in SPLITS}
     any_files = any(path is not None for pair in files.values() for path in pair)

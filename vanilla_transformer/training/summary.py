@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from vanilla_transformer.training.budget import BudgetPlan
 from vanilla_transformer.training.precision import precision_in_use
-from vanilla_transformer.training.train_data import TextCorpus
+from vanilla_transformer.training.text_corpus import TextCorpus
 
 
 @dataclass

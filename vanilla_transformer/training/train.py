@@ -27,7 +27,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from transformers import TrainerState, set_seed  # noqa: E402  (after the OpenMP setting)
 
-from vanilla_transformer.files import OutputError, writing_errors  # noqa: E402
+from vanilla_transformer.files import OutputError, TextFileError, writing_errors  # noqa: E402
 from vanilla_transformer.training.arguments import parse_arguments  # noqa: E402
 from vanilla_transformer.training.build import (  # noqa: E402
     build_model,
@@ -37,13 +37,12 @@ from vanilla_transformer.training.build import (  # noqa: E402
     load_data,
     prepare_model,
 )
-from vanilla_transformer.training.data import DataError  # noqa: E402
 from vanilla_transformer.training.evaluation import (  # noqa: E402
     average_last_checkpoints,
     evaluate,
     sample_translations,
 )
-from vanilla_transformer.training.messages import UsageError, log  # noqa: E402
+from vanilla_transformer.training.messages import DataError, UsageError, log  # noqa: E402
 from vanilla_transformer.training.precision import default_precision, precision_in_use  # noqa: E402
 from vanilla_transformer.training.presets import PRESETS  # noqa: E402
 from vanilla_transformer.training.run_folder import (  # noqa: E402
@@ -157,7 +156,7 @@ def main(argv: list[str] | None = None, callbacks=None) -> dict:
                                           else default_precision(training_args.use_cpu)[1]))
     try:
         return run(data_args, model_args, training_args, explicit, callbacks=callbacks)
-    except (UsageError, DataError, OutputError) as error:
+    except (UsageError, DataError, TextFileError, OutputError) as error:
         sys.exit(f"error: {error}")
 
 

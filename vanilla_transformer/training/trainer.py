@@ -29,6 +29,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from vanilla_transformer.cards.model_card import render_model_card
 from vanilla_transformer.files import clean_stale_staging, install_folder, staging_name, writing_errors
+from vanilla_transformer.training.arrow_columns import length_columns
 from vanilla_transformer.training.batching import TokenBudgetBatchSampler
 from vanilla_transformer.training.budget import (
     PLACEHOLDER_MAX_STEPS,
@@ -37,7 +38,6 @@ from vanilla_transformer.training.budget import (
     TimeBudget,
     elapsed_on_the_main_process,
 )
-from vanilla_transformer.training.data import length_columns
 from vanilla_transformer.training.precision import attention_kernel
 
 
@@ -238,7 +238,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         if self.args.max_tokens and self.train_dataset is not None and not self.streams_batches:
             columns = getattr(self.train_dataset, "column_names", ())
             epoch_lengths = None
-            if hasattr(self.train_dataset, "epoch_lengths"):  # vanilla_transformer.training.data.SubwordDropout
+            if hasattr(self.train_dataset, "epoch_lengths"):  # tokenized_splits.SubwordDropout
                 source_lengths = self.train_dataset.source_lengths
                 target_lengths = self.train_dataset.target_lengths
                 epoch_lengths = self.train_dataset.epoch_lengths
@@ -367,7 +367,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         workers = self.args.dataloader_num_workers
         if hasattr(dataset, "column_names"):  # a datasets.Dataset
             dataset = self._remove_unused_columns(dataset, description="training")
-        else:  # training.data.SubwordDropout: the sampler has it segment each epoch, in this process, before the
+        else:  # tokenized_splits.SubwordDropout: the sampler has it segment each epoch, in this process, before the
             workers = 0  # batches are read; a worker would hold the copy of an earlier epoch (and has little to do)
         dataloader = DataLoader(
             dataset,

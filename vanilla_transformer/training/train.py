@@ -20,17 +20,12 @@ import os
 import sys
 import time
 
-# OpenMP threads that spin while waiting for work slow a CPU run down badly as soon as another process shares the
-# cores; passive waiting costs little when the cores are free. Set before torch is imported; an explicit
-# OMP_WAIT_POLICY wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from transformers import TrainerState, set_seed
 
-from transformers import TrainerState, set_seed  # noqa: E402  (after the OpenMP setting)
-
-from vanilla_transformer.files import OutputError, TextFileError, writing_errors  # noqa: E402
-from vanilla_transformer.training.arguments import parse_arguments  # noqa: E402
-from vanilla_transformer.training.average_checkpoints import saved_weights  # noqa: E402
-from vanilla_transformer.training.build import (  # noqa: E402
+from vanilla_transformer.files import OutputError, TextFileError, writing_errors
+from vanilla_transformer.training.arguments import parse_arguments
+from vanilla_transformer.training.average_checkpoints import saved_weights
+from vanilla_transformer.training.build import (
     build_model,
     build_tokenizer,
     build_trainer,
@@ -38,16 +33,12 @@ from vanilla_transformer.training.build import (  # noqa: E402
     load_data,
     prepare_model,
 )
-from vanilla_transformer.training.context import RunContext  # noqa: E402
-from vanilla_transformer.training.evaluation import (  # noqa: E402
-    average_last_checkpoints,
-    evaluate,
-    sample_translations,
-)
-from vanilla_transformer.training.messages import DataError, UsageError, log  # noqa: E402
-from vanilla_transformer.training.precision import default_precision, precision_in_use  # noqa: E402
-from vanilla_transformer.training.presets import PRESETS  # noqa: E402
-from vanilla_transformer.training.run_folder import (  # noqa: E402
+from vanilla_transformer.training.context import RunContext
+from vanilla_transformer.training.evaluation import average_last_checkpoints, evaluate, sample_translations
+from vanilla_transformer.training.messages import DataError, UsageError, log
+from vanilla_transformer.training.precision import default_precision, precision_in_use
+from vanilla_transformer.training.presets import PRESETS
+from vanilla_transformer.training.run_folder import (
     check_checkpoints,
     check_output_dir,
     commit_final_save,
@@ -60,7 +51,7 @@ from vanilla_transformer.training.run_folder import (  # noqa: E402
     resolve_resume_checkpoint,
     save,
 )
-from vanilla_transformer.training.summary import RunState, training_summary  # noqa: E402
+from vanilla_transformer.training.summary import RunState, training_summary
 
 
 def train(trainer, training_args, resume: str | None) -> dict:

@@ -40,7 +40,8 @@ if str(REPO_ROOT) not in sys.path:  # run from a checkout, installed or not
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.report import machine_description, software_versions, write_section  # noqa: E402
-from vanilla_transformer.training.corpus import clean_corpus, read_corpus, sample_texts, tokenize_corpus  # noqa: E402
+from vanilla_transformer.training.cleaning import clean_corpus  # noqa: E402
+from vanilla_transformer.training.corpus_cache import read_corpus, sample_texts, tokenize_corpus  # noqa: E402
 from vanilla_transformer.training.tokenizer import train_tokenizer  # noqa: E402
 
 SECTION = "## Large corpora: time to the first step and memory"
@@ -151,8 +152,8 @@ def loader_times(files: tuple[Path, Path], work: Path, batches: int, max_tokens:
     from torch.utils.data import DataLoader
     from transformers import DataCollatorForSeq2Seq
 
+    from vanilla_transformer.training.arrow_columns import length_columns, select_kept
     from vanilla_transformer.training.batching import TokenBudgetBatchSampler
-    from vanilla_transformer.training.data import length_columns, select_kept
 
     cache = work / f"loader-{os.getpid()}"
     pairs, key = read_corpus(str(files[0]), str(files[1]), "train", str(cache))

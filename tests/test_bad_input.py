@@ -7,7 +7,7 @@ import torch
 from transformers import pipeline
 
 from translation_fixtures import ENGLISH, GERMAN, tiny_tokenizer, tiny_translator
-from vanilla_transformer.training.data import read_parallel_files
+from vanilla_transformer.training.data_sources import read_parallel_files
 from vanilla_transformer.training.tokenizer import train_tokenizer
 from vanilla_transformer.translate import translate
 

@@ -1,4 +1,4 @@
-"""BPE-dropout (`--bpe_dropout`, training.data.SubwordDropout): training pairs segmented anew for every epoch.
+"""BPE-dropout (`--bpe_dropout`, training.tokenized_splits.SubwordDropout): training pairs segmented anew for every epoch.
 
 Oracles: the tokenizer's own plain segmentation and decoder (`tokenizers`), the vocabulary's characters (a merge
 dropped every time leaves single characters), the Trainer's batches as the model received them, the padded size of
@@ -13,7 +13,7 @@ from datasets import Dataset
 
 from translation_fixtures import ENGLISH, GERMAN, tiny_tokenizer
 from vanilla_transformer.training.batching import TokenBudgetBatchSampler
-from vanilla_transformer.training.data import SubwordDropout, tokenize_splits
+from vanilla_transformer.training.tokenized_splits import SubwordDropout, tokenize_splits
 from vanilla_transformer.training.train import main as train_main
 
 
@@ -74,7 +74,7 @@ def test_a_tokenizer_without_bpe_merges_is_refused_in_one_line():
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
 
-    from vanilla_transformer.training.data import DataError
+    from vanilla_transformer.training.messages import DataError
 
     word_level = PreTrainedTokenizerFast(
         tokenizer_object=Tokenizer(models.WordLevel({"<unk>": 0, "a": 1}, unk_token="<unk>")), unk_token="<unk>")
@@ -117,7 +117,7 @@ def test_a_run_with_bpe_dropout_trains_on_new_segmentations_and_saves_the_plain_
     assert "**BPE-dropout**: 0.25" in (out / "README.md").read_text()
 
     # the model was fed the pairs of the demo corpus, split otherwise than the saved tokenizer splits them
-    from vanilla_transformer.training.data import demo_splits
+    from vanilla_transformer.training.data_sources import demo_splits
 
     train = demo_splits(60, 42)["train"]
     assert len(read) >= 12 and len({i for i, _, _ in read}) > 30

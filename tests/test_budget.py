@@ -141,8 +141,8 @@ def _budget_on_a_clock(monkeypatch, minutes: float, **options):
     monkeypatch.setattr(budget.time, "monotonic", lambda: clock[0])
     printed = []
     schedule = BudgetSchedule("linear", provisional_warmup=230)
-    callback = budget.TimeBudget(minutes, schedule, average_last=10, averaging_span=0.2, log=printed.append,
-                                 **options)
+    callback = budget.TimeBudget(budget.BudgetOptions(minutes, average_last=10, averaging_span=0.2, **options),
+                                 schedule, log=printed.append)
     state, control = _State(), _Control()
     callback.on_train_begin(None, state, control)
     return clock, printed, schedule, callback, state, control

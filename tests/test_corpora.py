@@ -1,4 +1,5 @@
-"""Training on text files out of core (training/corpus.py, training/train_data.py, training/streaming.py).
+"""Training on text files out of core (training/corpus_cache.py, training/cleaning.py,
+training/text_corpus.py, training/streaming.py).
 
 Oracles: the tokenizer's own calls counted while a run tokenizes, the cache folder's files, planted bad pairs of
 each kind counted by construction, Python's gzip module and `wc -l`'s count of lines, tracemalloc's peak, an
@@ -18,9 +19,11 @@ import datasets
 import numpy as np
 import pytest
 
+from vanilla_transformer.files import text_lines
+from vanilla_transformer.training.arrow_columns import length_columns, numpy_columns, select_rows
 from vanilla_transformer.training.batching import TokenBudgetBatchSampler, cut_points
-from vanilla_transformer.training.corpus import check_pairs, read_corpus, read_lines
-from vanilla_transformer.training.data import DataError, length_columns, numpy_columns, select_rows
+from vanilla_transformer.training.corpus_cache import check_pairs, read_corpus
+from vanilla_transformer.training.messages import DataError
 from vanilla_transformer.training.train import main as train_main
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -62,14 +65,14 @@ def run_args(source, target, out, cache, *extra):
 
 
 class CountTokenizerCalls:
-    """Counts the training sentences a run hands to the tokenizer: every encoder that training/corpus.py makes
+    """Counts the training sentences a run hands to the tokenizer: every encoder that training/corpus_cache.py makes
     (`batch_encoder`, around the fast tokenizer's batched calls) is wrapped."""
 
     def __init__(self, monkeypatch, sentences):
-        from vanilla_transformer.training import corpus
+        from vanilla_transformer.training import corpus_cache
 
         self.sentences, self.seen = set(sentences), 0
-        original = corpus.batch_encoder
+        original = corpus_cache.batch_encoder
 
         def counting_encoder(*args, **kwargs):
             encode = original(*args, **kwargs)
@@ -80,7 +83,7 @@ class CountTokenizerCalls:
 
             return counted
 
-        monkeypatch.setattr(corpus, "batch_encoder", counting_encoder)
+        monkeypatch.setattr(corpus_cache, "batch_encoder", counting_encoder)
 
 
 def test_a_second_run_tokenizes_nothing_and_a_changed_file_or_option_tokenizes_again(tmp_path, monkeypatch, capsys):
@@ -247,10 +250,11 @@ def test_bad_training_files_stop_the_run_with_one_line_naming_the_file_and_write
 
 
 def test_mismatched_line_counts_are_found_without_holding_the_files_in_memory(tmp_path, monkeypatch):
-    from vanilla_transformer.training import corpus
+    from vanilla_transformer.files import text
+    from vanilla_transformer.training import corpus_cache
 
-    monkeypatch.setattr(corpus, "PAIRS_PER_BATCH", 1_000)  # small batches and reads: the peak shows what is held
-    monkeypatch.setattr(corpus, "READ_CHUNK_BYTES", 1 << 16)
+    monkeypatch.setattr(corpus_cache, "PAIRS_PER_BATCH", 1_000)  # small batches and reads: the peak shows what is held
+    monkeypatch.setattr(text, "READ_CHUNK_BYTES", 1 << 16)
     lines = 200_000
     source, target = tmp_path / "big.en", tmp_path / "big.de"
     source.write_text("".join(f"sentence number {i} of the source side\n" for i in range(lines)), encoding="utf-8")
@@ -277,7 +281,7 @@ def test_lines_are_split_as_wc_counts_them_gzip_or_not(tmp_path, compress):
 
     plain = tmp_path / "plain.txt"
     plain.write_bytes(raw)
-    assert list(read_lines(str(path), "test")) == read_text_lines(str(plain)) == [
+    assert list(text_lines(str(path), "test")) == read_text_lines(str(plain)) == [
         "first line", "second\x0cline with a form feed", "third\u2028line\rwith a lone CR", "last, no newline"]
 
 
@@ -445,11 +449,41 @@ def test_two_gloo_processes_tokenize_once_and_split_the_single_process_batches(t
     for step in (1, 2, 3):
         assert two[step] == pytest.approx(one[step], rel=1e-4), step
 
+def _first_rule_broken(s, t, max_s, max_t):
+    """clean-corpus-n.perl's checks in its order, on token counts that include </s> (the oracle)."""
+    if s - 1 == 0 or t - 1 == 0:
+        return "empty_side"
+    if s > max_s or t > max_t:
+        return "too_long"
+    if (s - 1) / (t - 1) > 9 or (t - 1) / (s - 1) > 9:
+        return "length_ratio"
+    return None
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_cache_and_the_stream_drop_the_pairs_the_rules_written_out_drop(seed):
+    from vanilla_transformer.training.cleaning import pair_rules
+    from vanilla_transformer.training.streaming import StreamingTokenBatches
+
+    rng = np.random.default_rng(seed)
+    source = rng.choice([1, 2, 3, 10, 19, 20, 21, 28, 29, 30, 64, 65, 80], size=3000).astype(np.int32)
+    target = rng.choice([1, 2, 3, 10, 19, 20, 21, 28, 29, 30, 64, 65, 80], size=3000).astype(np.int32)
+    expected = [_first_rule_broken(s, t, 64, 30) for s, t in zip(source.tolist(), target.tolist())]
+    assert set(expected) == {"empty_side", "too_long", "length_ratio", None}  # every case is met
+
+    broken = pair_rules(source, target, 64, 30)
+    assert [next((rule for rule, mask in broken.items() if mask[i]), None) for i in range(len(source))] == expected
+    stream = StreamingTokenBatches("unused", "unused", tokenizer=None, max_source_length=64, max_target_length=30,
+                                   max_tokens=100)
+    batch = {"input_ids": [[5] * n for n in source.tolist()], "labels": [[6] * n for n in target.tolist()]}
+    assert stream.keep(batch) == [rule is None for rule in expected]
+
+
 
 @pytest.mark.parametrize("max_length", [4, 9, 200])
 def test_the_batch_encoder_gives_the_ids_of_the_tokenizers_own_truncating_call(max_length):
     from translation_fixtures import ENGLISH, GERMAN, tiny_tokenizer
-    from vanilla_transformer.training.corpus import batch_encoder
+    from vanilla_transformer.training.corpus_cache import batch_encoder
 
     tokenizer = tiny_tokenizer()
     texts = ENGLISH + GERMAN + ["", "  ", "ünïcödé ☃ text"]

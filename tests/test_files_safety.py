@@ -34,7 +34,8 @@ from vanilla_transformer.files import (
     staged_folder,
 )
 from vanilla_transformer.training.average_checkpoints import main as average_main
-from vanilla_transformer.training.data import DataError, read_parallel_files
+from vanilla_transformer.training.data_sources import read_parallel_files
+from vanilla_transformer.training.messages import DataError
 from vanilla_transformer.training.run_folder import checkpoint_problem
 from vanilla_transformer.training.train import main as train_main
 
@@ -357,6 +358,34 @@ def test_text_that_is_not_utf8_is_one_line_naming_the_file_and_byte(tmp_path):
     utf16.write_bytes("one\ntwo\n".encode("utf-16"))
     with pytest.raises(TextFileError, match="UTF-16"):
         read_text_lines(utf16, "train source file")
+
+
+def test_one_reader_reads_gzip_and_chunk_by_chunk_as_a_whole_plain_file(tmp_path, monkeypatch):
+    """Every text input (training files, the tokenizer's files, --input) goes through `files.text_lines`: a file
+    gzip'd, or read in chunks that cut lines and characters, gives the lines of the plain file read whole; a bad
+    byte is named at its offset in the uncompressed text (the oracle: `bytes.index`)."""
+    import gzip
+
+    from vanilla_transformer.files import text
+    from vanilla_transformer.training.tokenizer import train_tokenizer
+
+    monkeypatch.setattr(text, "READ_CHUNK_BYTES", 5)  # chunks end inside lines and inside "ü"
+    raw = "\ufeffeins zwei\r\ndrei\x0cvier für\nfünf\u2028sechs\n\nsieben".encode()
+    plain, packed = tmp_path / "a.txt", tmp_path / "a.txt.gz"
+    plain.write_bytes(raw)
+    packed.write_bytes(gzip.compress(raw))
+    expected = ["eins zwei", "drei\x0cvier für", "fünf\u2028sechs", "", "sieben"]
+    assert read_text_lines(plain) == read_text_lines(packed) == expected
+    assert (train_tokenizer(files=[packed], vocab_size=40, min_frequency=1).get_vocab()
+            == train_tokenizer(files=[plain], vocab_size=40, min_frequency=1).get_vocab())
+
+    bad = raw + "\nacht neun zehn für\n".encode("latin-1")
+    offset = bad.index(b"\xfc")
+    for path, data in ((plain, bad), (packed, gzip.compress(bad))):
+        path.write_bytes(data)
+        with pytest.raises(TextFileError) as raised:
+            read_text_lines(path, "train source file")
+        assert str(raised.value).startswith(f"The train source file {path} is not UTF-8 text: byte {offset} (0xfc) ")
 
 
 # ---------------------------------------------------------------------------------------------------------------

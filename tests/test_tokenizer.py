@@ -137,7 +137,7 @@ def test_cli_reports_missing_and_empty_files_without_traceback(tmp_path, capsys)
         str(tmp_path / "nope.de"): "not found: .*nope.de",
         empty: "empty.fr is empty",
         str(binary): "latin1.fr is not UTF-8",
-        str(tmp_path): "is not a file",
+        str(tmp_path): "is a folder, not a file",
     }
     for bad, message in cases.items():
         with pytest.raises(SystemExit) as exit_info:

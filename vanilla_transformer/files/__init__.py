@@ -9,7 +9,7 @@ One module per job:
 | `staging` | hidden staging folders and files, renamed into place when whole; a kill leaves the old state or the new |
 | `lock` | one run at a time per output folder; what a run made there is recorded |
 | `write_errors` | a full disk, a read-only place, a name too long: one line naming the user's path |
-| `text` | text read line for line as `wc -l` counts, UTF-8 or one line naming the byte |
+| `text` | the one line reader: text (gzip'd or not) read line for line as `wc -l` counts, UTF-8 or one line naming the byte |
 | `hashing` | SHA-256 of files |
 | `errors` | `OutputError`, `TextFileError` and the one-line form of every message |
 
@@ -39,7 +39,7 @@ from vanilla_transformer.files.staging import (
     staged_folder,
     staging_name,
 )
-from vanilla_transformer.files.text import read_text_lines
+from vanilla_transformer.files.text import open_text_file, read_text_lines, text_lines
 from vanilla_transformer.files.write_errors import write_error_message, writing_errors
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "install_folder",
     "is_within",
     "one_line",
+    "open_text_file",
     "read_manifest",
     "read_text_lines",
     "record_entries",
@@ -68,6 +69,7 @@ __all__ = [
     "staged_file",
     "staged_folder",
     "staging_name",
+    "text_lines",
     "write_error_message",
     "write_manifest",
     "writing_errors",

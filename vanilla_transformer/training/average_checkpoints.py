@@ -44,6 +44,13 @@ def last_checkpoints(checkpoint_dir: str, n: int) -> list[str]:
     return [path for _, path in found[-n:]]
 
 
+def saved_weights(checkpoint: str) -> dict:
+    """The weights (and buffers) of the model saved in `checkpoint`, as `from_pretrained` loads them: any layout of
+    its weight files, tied weights included. `model.load_state_dict(saved_weights(folder))` gives a model of that
+    architecture the saved weights, as the Trainer does when it resumes."""
+    return AutoModelForSeq2SeqLM.from_pretrained(checkpoint).state_dict()
+
+
 def average_state_dicts(checkpoints: list[str]) -> dict:
     """Mean of the floating-point weights (and buffers) of the models saved in `checkpoints`; other tensors are
     taken from the last checkpoint. Checkpoints of different architectures are refused."""
@@ -53,8 +60,7 @@ def average_state_dicts(checkpoints: list[str]) -> dict:
     for path in checkpoints:
         if not os.path.isdir(path):
             raise ValueError(f"The checkpoint {path} does not exist.")
-        model = AutoModelForSeq2SeqLM.from_pretrained(path)
-        state = model.state_dict()
+        state = saved_weights(path)
         shapes = {name: tuple(t.shape) for name, t in state.items()}
         if total is None:
             total, reference_shapes = {name: t.detach().clone().double() if t.is_floating_point() else t

@@ -13,7 +13,7 @@ epoch then visits the batches in a new random order seeded by (seed, epoch). So 
 which the Trainer needs for its step counting, and a resumed run sees exactly the batches the interrupted one would
 have. Under `accelerate launch`/`torchrun`, accelerate hands out whole batches round-robin to the processes.
 
-Where the pairs are segmented anew for every epoch (BPE-dropout, `training.data.SubwordDropout`), the lengths of an
+Where the pairs are segmented anew for every epoch (BPE-dropout, `tokenized_splits.SubwordDropout`), the lengths of an
 epoch differ from the ones the batches were cut by, and a batch would pad to its most finely split pair. The sampler
 is then given `epoch_lengths`: in every run of `regroup` neighbouring batches it sorts the pairs by that epoch's
 lengths and deals them out again into batches of the same sizes, so the batches stay as many and as large as before,

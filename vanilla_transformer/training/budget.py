@@ -159,65 +159,79 @@ def elapsed_on_the_main_process(start: float) -> float:
     return elapsed
 
 
-class TimeBudget(TrainerCallback):
-    """Times steps `skip`+1 .. `skip`+`calibration_steps`, then plans the run (`plan_budget`), prints the plan,
-    sets `state.max_steps` and saves only the checkpoints of the plan; stops when the clock runs out.
+@dataclass(frozen=True)
+class BudgetOptions:
+    """What a time-budget run is asked for: the options of `TranslationTrainingArguments` (`from_arguments`)."""
 
-    On a slow machine or a short budget the timing stops earlier, once it has used `calibration_share` of the budget
-    and timed at least `min_calibration_steps` steps, so that most of the budget follows the plan.
+    minutes: float  # --max_train_minutes
+    warmup: float  # --warmup_steps: a fraction of the steps (< 1), else a number of steps
+    average_last: int  # checkpoints to average: --budget_checkpoints, else --average_last_n_checkpoints
+    averaging_span: float  # --averaging_span: the last fraction of the steps they are spread over
+    calibration_steps: int = 20  # --budget_calibration_steps: steps timed before the plan
+    seconds_per_step: float | None = None  # --budget_seconds_per_step: plan from it at the first step, time nothing
+
+    @classmethod
+    def from_arguments(cls, args) -> "BudgetOptions":
+        return cls(minutes=args.max_train_minutes, warmup=args.warmup_steps,
+                   average_last=args.budget_checkpoints or args.average_last_n_checkpoints,
+                   averaging_span=args.averaging_span, calibration_steps=args.budget_calibration_steps,
+                   seconds_per_step=args.budget_seconds_per_step)
+
+
+# How a time-budget run times its steps (`TimeBudget`).
+SKIP_STEPS = 3  # the first steps are not timed: they include one-off work (allocations, kernel choices)
+CALIBRATION_SHARE = 0.1  # the timing stops early once it used this share of the budget ...
+MIN_CALIBRATION_STEPS = 3  # ... and timed at least this many steps
+REPLAN_SHARE = 0.1  # the steps are re-timed every this share of the budget ...
+REPLAN_TOLERANCE = 0.03  # ... and the rest re-planned when their time differs from the plan's by more than this
+
+
+class TimeBudget(TrainerCallback):
+    """Times steps `SKIP_STEPS`+1 .. `SKIP_STEPS`+`calibration_steps`, then plans the run (`plan_budget`), prints
+    the plan, sets `state.max_steps` and saves only the checkpoints of the plan; stops when the clock runs out.
+
+    On a slow machine or a short budget the timing stops earlier, once it has used `CALIBRATION_SHARE` of the budget
+    and timed at least `MIN_CALIBRATION_STEPS` steps, so that most of the budget follows the plan.
 
     A machine's speed drifts (other jobs, thermal limits, a shared host; benchmarks/experiments/budget-replanning.md),
     and a plan made from the first steps then runs out
     of time before its learning rate has decayed and before its checkpoints to average are saved. So the run keeps
-    timing: every `replan_share` of the budget it re-plans the rest from the step time since the last timing, if
-    that differs from the plan's by more than `replan_tolerance`; the learning rate goes on from where it is
+    timing: every `REPLAN_SHARE` of the budget it re-plans the rest from the step time since the last timing, if
+    that differs from the plan's by more than `REPLAN_TOLERANCE`; the learning rate goes on from where it is
     (`BudgetSchedule.set_plan`). Once the first checkpoint to average is reached the plan stays. A plan made from a
-    given `seconds_per_step` is never re-planned.
+    given `seconds_per_step` is never re-planned. Every process reads the clock of process 0
+    (`elapsed_on_the_main_process`).
     """
 
-    def __init__(self, minutes: float, schedule: BudgetSchedule, *, warmup: float, average_last: int,
-                 averaging_span: float, calibration_steps: int = 20, skip_steps: int = 3,
-                 calibration_share: float = 0.1, min_calibration_steps: int = 3,
-                 seconds_per_step: float | None = None, replan_share: float = 0.1, replan_tolerance: float = 0.03,
-                 log=print, clock=elapsed_on_the_main_process):
-        self.minutes, self.schedule, self.warmup = minutes, schedule, warmup
-        self.average_last, self.averaging_span = average_last, averaging_span
-        self.calibration_steps, self.skip_steps, self.log = calibration_steps, skip_steps, log
-        self.calibration_share = calibration_share
-        self.seconds_per_step = seconds_per_step  # given: plan at the first step from it, time nothing
-        self.min_calibration_steps = min(min_calibration_steps, calibration_steps)
-        self.replan_share, self.replan_tolerance = replan_share, replan_tolerance
-        self.clock = clock  # seconds since the start given to it
+    def __init__(self, options: BudgetOptions, schedule: BudgetSchedule, log=print):
+        self.options, self.schedule, self.log = options, schedule, log
+        self.min_calibration_steps = min(MIN_CALIBRATION_STEPS, options.calibration_steps)
         self.start = self.timed_from = None
         self.retimed_from = None  # (elapsed seconds, step) where the timing for the next re-plan began
         self.plan: BudgetPlan | None = None
         self.replans: list[str] = []
 
-    @property
-    def plan_step(self) -> int:
-        return self.skip_steps + self.calibration_steps
-
     def calibrated(self, step: int, elapsed: float) -> bool:
         """Enough steps timed: all `calibration_steps`, or a few once the timing used its share of the budget."""
-        timed = step - self.skip_steps
-        return timed >= self.calibration_steps or (
-            timed >= self.min_calibration_steps and elapsed >= self.calibration_share * 60.0 * self.minutes)
+        timed = step - SKIP_STEPS
+        return timed >= self.options.calibration_steps or (
+            timed >= self.min_calibration_steps and elapsed >= CALIBRATION_SHARE * 60.0 * self.options.minutes)
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.start = time.monotonic()
         if self.schedule.total is not None:  # resumed: the plan came back with the scheduler's state
             state.max_steps = self.schedule.total
-        elif self.seconds_per_step is not None:
-            self.make_plan(state, 0.0, state.global_step, self.seconds_per_step, measured_steps=0)
+        elif self.options.seconds_per_step is not None:
+            self.make_plan(state, 0.0, state.global_step, self.options.seconds_per_step, measured_steps=0)
 
     def on_step_end(self, args, state, control, **kwargs):
-        elapsed = self.clock(self.start)
+        elapsed = elapsed_on_the_main_process(self.start)
         step = state.global_step
         if self.schedule.total is None:
-            if step == self.skip_steps:
+            if step == SKIP_STEPS:
                 self.timed_from = elapsed
             elif self.timed_from is not None and self.calibrated(step, elapsed):
-                measured = step - self.skip_steps
+                measured = step - SKIP_STEPS
                 self.make_plan(state, elapsed, step, (elapsed - self.timed_from) / measured, measured)
                 self.retimed_from = (elapsed, step)
             control.should_save = False
@@ -226,7 +240,7 @@ class TimeBudget(TrainerCallback):
                 self.maybe_replan(state, elapsed, step)
             checkpoints = self.schedule.checkpoint_steps or [self.schedule.total]
             control.should_save = step in checkpoints or step >= state.max_steps
-        if elapsed >= 60.0 * self.minutes:
+        if elapsed >= 60.0 * self.options.minutes:
             control.should_training_stop = True
             control.should_save = args.save_strategy != "no"
         return control
@@ -244,10 +258,11 @@ class TimeBudget(TrainerCallback):
             self.log("Time budget: " + plan.describe())
 
     def plan_from(self, elapsed: float, step: int, seconds_per_step: float, measured_steps: int) -> BudgetPlan:
+        options = self.options
         return plan_budget(
-            minutes=self.minutes, elapsed_seconds=elapsed, steps_done=step, seconds_per_step=seconds_per_step,
-            measured_steps=measured_steps, warmup=self.warmup,
-            schedule=self.schedule.schedule, average_last=self.average_last, averaging_span=self.averaging_span)
+            minutes=options.minutes, elapsed_seconds=elapsed, steps_done=step, seconds_per_step=seconds_per_step,
+            measured_steps=measured_steps, warmup=options.warmup, schedule=self.schedule.schedule,
+            average_last=options.average_last, averaging_span=options.averaging_span)
 
     def maybe_replan(self, state, elapsed: float, step: int) -> None:
         """Re-plan the rest of the budget from the step time since the last plan (see the class docstring)."""
@@ -255,11 +270,11 @@ class TimeBudget(TrainerCallback):
         if step >= min(self.schedule.checkpoint_steps or [self.schedule.total]):
             self.retimed_from = None  # the averaging window has begun: the plan stays
             return
-        if elapsed - since < self.replan_share * 60.0 * self.minutes or step <= since_step:
+        if elapsed - since < REPLAN_SHARE * 60.0 * self.options.minutes or step <= since_step:
             return
         self.retimed_from = (elapsed, step)
         seconds_per_step = (elapsed - since) / (step - since_step)
-        if abs(seconds_per_step / self.plan.seconds_per_step - 1.0) <= self.replan_tolerance:
+        if abs(seconds_per_step / self.plan.seconds_per_step - 1.0) <= REPLAN_TOLERANCE:
             return  # the speed holds: the plan stands
         plan = self.plan_from(elapsed, step, seconds_per_step, step - since_step)
         self.replans.append(f"re-planned at step {step:,}: {self.schedule.total:,} -> {plan.total_steps:,} steps")

@@ -9,30 +9,28 @@ from huggingface_hub.errors import StrictDataclassError
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
-from vanilla_transformer.training.corpus import sample_texts
-from vanilla_transformer.training.data import (
+from vanilla_transformer.training.context import RunContext, RunData
+from vanilla_transformer.training.corpus_cache import sample_texts
+from vanilla_transformer.training.data_sources import (
     SPLITS,
-    DataError,
-    SubwordDropout,
     demo_splits,
     language_from_extension,
     load_hub_dataset,
     load_text_files,
-    tokenize_splits,
 )
 from vanilla_transformer.training.evaluation import example_sentences
-from vanilla_transformer.training.messages import UsageError, log
+from vanilla_transformer.training.messages import DataError, UsageError, log
 from vanilla_transformer.training.metrics import bleu_metric
 from vanilla_transformer.training.precision import precision_in_use
-from vanilla_transformer.training.summary import RunState
-from vanilla_transformer.training.tokenizer import train_tokenizer
-from vanilla_transformer.training.train_data import (
+from vanilla_transformer.training.text_corpus import (
     cached_tokenizer,
     cached_training_set,
     open_text_corpus,
     streaming_training_set,
     tokenizer_texts,
 )
+from vanilla_transformer.training.tokenized_splits import SubwordDropout, tokenize_splits
+from vanilla_transformer.training.tokenizer import train_tokenizer
 from vanilla_transformer.training.trainer import TranslationTrainer
 
 
@@ -51,10 +49,10 @@ def check_options(data_args, model_args) -> None:
         raise UsageError(str(error)) from None
 
 
-def load_splits(data_args, training_args):
-    """-> ({split: Dataset(source, target)}, source_lang, target_lang, description for the card, the `TextCorpus`
-    of training text files or None). The training pair of text files is cached out of core (training/corpus.py),
-    or only checked when streamed (no train split then); the other splits are small and held in memory."""
+def load_splits(data_args, training_args) -> RunData:
+    """The splits, their languages and their description for the card, and the `TextCorpus` of training text files
+    or None. The training pair of text files is cached out of core (training/corpus_cache.py), or only checked when
+    streamed (no train split then); the other splits are small and held in memory."""
     files = {split: (getattr(data_args, f"{split}_source"), getattr(data_args, f"{split}_target")) for split in SPLITS}
     any_files = any(path is not None for pair in files.values() for path in pair)
     if data_args.dataset_name and any_files:
@@ -68,7 +66,7 @@ def load_splits(data_args, training_args):
         name = data_args.dataset_name  # a Hub id names the data set in the card's metadata; a folder its basename
         if os.path.isdir(name):
             name = os.path.basename(os.path.abspath(name))
-        return splits, data_args.source_lang, data_args.target_lang, name, None
+        return RunData(splits, data_args.source_lang, data_args.target_lang, name)
     if any_files:
         if files["train"] == (None, None):
             raise UsageError("Text files need a training pair: --train_source and --train_target.")
@@ -79,7 +77,7 @@ def load_splits(data_args, training_args):
         source_lang = data_args.source_lang or language_from_extension(data_args.train_source)
         target_lang = data_args.target_lang or language_from_extension(data_args.train_target)
         folder = os.path.basename(os.path.dirname(os.path.abspath(data_args.train_source)))
-        return splits, source_lang, target_lang, folder or os.path.basename(data_args.train_source), corpus
+        return RunData(splits, source_lang, target_lang, folder or os.path.basename(data_args.train_source), corpus)
     if data_args.preset != "demo":
         raise UsageError(f"--preset {data_args.preset} needs data: text files (--train_source/--train_target, "
                          "...) or --dataset_name. Only the demo preset generates its own corpus.")
@@ -90,7 +88,7 @@ def load_splits(data_args, training_args):
     if unknown:
         raise UsageError(f"num2words has no language {', '.join(unknown)} to generate the demo corpus.")
     splits = demo_splits(data_args.demo_train_size, training_args.seed, source_lang, target_lang)
-    return splits, source_lang, target_lang, "number words generated with num2words", None
+    return RunData(splits, source_lang, target_lang, "number words generated with num2words")
 
 
 def first_samples(dataset, n: int | None):
@@ -98,23 +96,24 @@ def first_samples(dataset, n: int | None):
     return dataset if n is None or n >= len(dataset) else dataset.select(range(n))
 
 
-def load_data(data_args, training_args):
-    """-> (splits cut to --max_*_samples, source_lang, target_lang, data set name for the card, TextCorpus or None)."""
-    splits, source_lang, target_lang, dataset_name, corpus = load_splits(data_args, training_args)
+def load_data(data_args, training_args) -> RunData:
+    """`load_splits`, the splits cut to --max_*_samples."""
+    data = load_splits(data_args, training_args)
     limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
               "test": data_args.max_test_samples}
-    splits = {split: first_samples(dataset, limits[split]) for split, dataset in splits.items()}
-    sizes = [f"{split} {len(d):,} pairs" for split, d in splits.items()]
-    if corpus is not None and corpus.streaming:
-        sizes.insert(0, f"train {corpus.pairs_read:,} pairs (streamed)")
-    log(training_args, "Data: " + ", ".join(sizes) + f" ({source_lang or '?'} -> {target_lang or '?'})")
-    return splits, source_lang, target_lang, dataset_name, corpus
+    data.splits = {split: first_samples(dataset, limits[split]) for split, dataset in data.splits.items()}
+    sizes = [f"{split} {len(d):,} pairs" for split, d in data.splits.items()]
+    if data.corpus is not None and data.corpus.streaming:
+        sizes.insert(0, f"train {data.corpus.pairs_read:,} pairs (streamed)")
+    log(training_args, "Data: " + ", ".join(sizes) + f" ({data.source_lang or '?'} -> {data.target_lang or '?'})")
+    return data
 
 
-def build_tokenizer(data_args, model_args, training_args, splits, resume: str | None, corpus=None):
+def build_tokenizer(context: RunContext):
     """The tokenizer of --tokenizer_name, --model_name_or_path or the resumed checkpoint; otherwise a shared BPE
     vocabulary trained on both sides of the training data (by the main process; the others load its copy)."""
-    source = data_args.tokenizer_name or resume or model_args.model_name_or_path
+    data_args, training_args, corpus = context.data_args, context.training_args, context.data.corpus
+    source = data_args.tokenizer_name or context.resume or context.model_args.model_name_or_path
     if source is not None:
         return AutoTokenizer.from_pretrained(source)
 
@@ -131,7 +130,8 @@ def build_tokenizer(data_args, model_args, training_args, splits, resume: str | 
             if corpus is not None:
                 texts = tokenizer_texts(corpus, data_args, training_args.seed)
             else:
-                texts = sample_texts(splits["train"], data_args.tokenizer_sample_lines, training_args.seed)[0]
+                texts = sample_texts(context.data.splits["train"], data_args.tokenizer_sample_lines,
+                                     training_args.seed)[0]
             tokenizer = train(texts)
             if training_args.world_size > 1:  # for the other processes; the checkpoints and final save hold it
                 tokenizer.save_pretrained(shared)
@@ -199,15 +199,17 @@ def check_resume_options(config, overrides: dict, resume: str) -> None:
                              "in another --output_dir.")
 
 
-def prepare_model(model, tokenizer, data_args, model_args, training_args) -> None:
+def prepare_model(context: RunContext) -> None:
     """Check that the tokenizer fits the model and cap the decoding length of a new model."""
+    model, tokenizer, data_args = context.model, context.tokenizer, context.data_args
     if len(tokenizer) > model.config.vocab_size:
         raise UsageError(f"The tokenizer has {len(tokenizer)} tokens but the model only {model.config.vocab_size}.")
-    if model_args.model_name_or_path is None:
+    if context.model_args.model_name_or_path is None:
         # Decode at most as long as the longest target trained on (+ the start token): a half-trained model that
         # loops would otherwise run its beams to 256 tokens. The paper caps at input length + 50 (section 6.1).
         model.generation_config.max_length = min(model.generation_config.max_length, data_args.max_target_length + 1)
-    log(training_args, describe_model(model, tokenizer, training_args, bpe_dropout=data_args.bpe_dropout))
+    log(context.training_args, describe_model(model, tokenizer, context.training_args,
+                                              bpe_dropout=data_args.bpe_dropout))
 
 
 def describe_model(model, tokenizer, training_args, bpe_dropout: float = 0.0) -> str:
@@ -229,11 +231,13 @@ def describe_model(model, tokenizer, training_args, bpe_dropout: float = 0.0) ->
             f"{precision_in_use(training_args)}")
 
 
-def build_trainer(model, tokenizer, splits, data_args, training_args, state: RunState, callbacks=None,
-                  corpus=None):
-    """-> (TranslationTrainer, tokenized splits, their texts). Validation BLEU is computed only with a split."""
+def build_trainer(context: RunContext):
+    """-> (TranslationTrainer, tokenized splits, their texts). Validation BLEU is computed only with a split. Sets
+    the examples of the run's model card (`context.state`)."""
+    data_args, training_args, tokenizer = context.data_args, context.training_args, context.tokenizer
+    corpus = context.data.corpus
     keep_text = data_args.bpe_dropout > 0
-    small = {split: dataset for split, dataset in splits.items() if corpus is None or split != "train"}
+    small = {split: dataset for split, dataset in context.data.splits.items() if corpus is None or split != "train"}
     tokenized, texts = tokenize_splits(small, tokenizer, data_args.max_source_length, data_args.max_target_length,
                                        keep_train_text=keep_text)
     train_lengths = None  # read by the sampler from the dataset's columns unless the cached corpus gives them
@@ -257,17 +261,17 @@ def build_trainer(model, tokenizer, splits, data_args, training_args, state: Run
     compute_metrics = None
     if eval_dataset is not None:
         compute_metrics = bleu_metric(tokenizer, texts["validation"]["target"], data_args.bleu_tokenize)
-    state.examples = example_sentences(texts)
+    context.state.examples = example_sentences(texts)
     trainer = TranslationTrainer(
-        model=model,
+        model=context.model,
         args=training_args,
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=context.model, label_pad_token_id=-100),
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         processing_class=tokenizer,
         compute_metrics=compute_metrics,
-        callbacks=callbacks,
-        run_state=state,
+        callbacks=context.callbacks,
+        run_state=context.state,
         train_lengths=train_lengths if train_dataset is tokenized["train"] else None,
     )
     return trainer, tokenized, texts

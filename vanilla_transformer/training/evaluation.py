@@ -11,6 +11,7 @@ from vanilla_transformer.training.average_checkpoints import (
     average_state_dicts,
     last_checkpoints,
 )
+from vanilla_transformer.training.context import RunContext
 from vanilla_transformer.training.messages import log
 from vanilla_transformer.training.metrics import decode_predictions, translation_scores
 
@@ -39,19 +40,20 @@ def average_last_checkpoints(trainer, training_args) -> int:
     return len(checkpoints)
 
 
-def evaluate(trainer, tokenizer, tokenized, texts, data_args, training_args, target_lang,
-             folder: str | None = None) -> tuple[str | None, dict]:
-    """Translate the test split (else the validation split) with beam search, write the translations to
-    {split}_predictions.txt in input order (in `folder`, default --output_dir) and score them
-    (training/metrics.py). -> (split or None, scores)."""
+def evaluate(context: RunContext, folder: str | None = None) -> tuple[str | None, dict]:
+    """Translate the test split (else the validation split) of the run, once its trainer is built, with beam search,
+    write the translations to {split}_predictions.txt in input order (in `folder`, default --output_dir) and score
+    them (training/metrics.py). -> (split or None, scores)."""
+    trainer, tokenized, texts = context.trainer, context.tokenized, context.texts
+    data_args, training_args = context.data_args, context.training_args
     split = "test" if "test" in tokenized else "validation" if "validation" in tokenized else None
     if split is None:
         return None, {}
     trainer.compute_metrics = None  # scored below against this split's references
     output = trainer.predict(tokenized[split], metric_key_prefix=split)
-    predictions = decode_predictions(tokenizer, output.predictions, len(tokenized[split]))
+    predictions = decode_predictions(context.tokenizer, output.predictions, len(tokenized[split]))
     scores = translation_scores(predictions, texts[split]["target"], data_args.bleu_tokenize,
-                                target_lang=target_lang if data_args.literature_bleu else None)
+                                target_lang=context.data.target_lang if data_args.literature_bleu else None)
     if trainer.is_world_process_zero():  # in the order of the input, one line per sentence
         in_order = [""] * len(predictions)
         for index, prediction in zip(texts[split]["index"], predictions):

@@ -232,7 +232,9 @@ def save(trainer, training_args, metrics: dict, folder: str | None = None) -> No
     """Model, tokenizer and model card, plus the trainer state and all metrics, into `folder` (default
     --output_dir; `commit_final_save` moves a staging folder's files into --output_dir)."""
     folder = folder or training_args.output_dir
-    trainer.save_model(folder, _internal_call=True)  # pushed after the commit
+    # save_model pushes to the Hub under --push_to_hub unless its `_internal_call` is set, and has no public way to
+    # save without pushing; the push comes after the commit (`commit_final_save`)
+    trainer.save_model(folder, _internal_call=True)
     if trainer.is_world_process_zero():
         trainer.state.save_to_json(os.path.join(folder, "trainer_state.json"))
         with open(os.path.join(folder, "all_results.json"), "w", encoding="utf-8") as f:

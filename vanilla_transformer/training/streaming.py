@@ -1,15 +1,16 @@
 """`--streaming`: training batches read, tokenized and cleaned on the fly from the text files, nothing cached.
 
-For a corpus one does not want copied into a cache (the cached path, training/corpus.py, keeps a tokenized copy
-about the size of the text). The files are read line by line (`corpus.read_lines`) into a `datasets.IterableDataset`;
-pairs are shuffled through a seeded buffer of `--shuffle_buffer_pairs` (`IterableDataset.shuffle`, reseeded every
-pass over the files), each process keeps its share (`datasets.distributed.split_dataset_by_node`) and tokenizes it
-with batched fast-tokenizer calls; the cleaning rules that need only the pair itself are applied (an empty side,
-longer than the limits, a length ratio above 9; duplicates need the whole corpus and are kept). Token batches
-are made as Marian's maxi-batches: `--maxi_batch_pairs` pairs are sorted by length, cut by the token budget
-(`batching.cut_points`) and their batches shuffled. The stream passes over the files again and again: the run's
-length is `--max_steps` or the time budget's plan, and a resumed run skips the batches the interrupted one consumed
-(the Trainer reads and drops them: the same seed gives the same stream).
+For a corpus one does not want copied into a cache (the cached path, training/corpus_cache.py, keeps a tokenized
+copy about the size of the text). The files are read line by line (`files.text_lines`) into a
+`datasets.IterableDataset`; pairs are shuffled through a seeded buffer of `--shuffle_buffer_pairs`
+(`IterableDataset.shuffle`, reseeded every pass over the files), each process keeps its share
+(`datasets.distributed.split_dataset_by_node`) and tokenizes it with batched fast-tokenizer calls; the cleaning
+rules that need only the pair itself are applied (`cleaning.pair_rules`: an empty side, longer than the limits, a
+length ratio above 9; duplicates need the whole corpus and are kept). Token batches are made as Marian's
+maxi-batches: `--maxi_batch_pairs` pairs are sorted by length, cut by the token budget (`batching.cut_points`) and
+their batches shuffled. The stream passes over the files again and again: the run's length is `--max_steps` or the
+time budget's plan, and a resumed run skips the batches the interrupted one consumed (the Trainer reads and drops
+them: the same seed gives the same stream).
 """
 
 import itertools
@@ -20,12 +21,15 @@ import torch
 from datasets import IterableDataset
 from datasets.distributed import split_dataset_by_node
 
+from vanilla_transformer.files import text_lines
 from vanilla_transformer.training.batching import cut_points
-from vanilla_transformer.training.corpus import MAX_LENGTH_RATIO, batch_encoder, read_lines
+from vanilla_transformer.training.cleaning import pair_rules, passing
+from vanilla_transformer.training.corpus_cache import batch_encoder
 
 
 def _pairs(source: str, target: str) -> Iterator[dict]:
-    for source_line, target_line in zip(read_lines(source, "train source"), read_lines(target, "train target")):
+    for source_line, target_line in zip(text_lines(source, "train source file"),
+                                        text_lines(target, "train target file")):
         yield {"source": source_line, "target": target_line}
 
 
@@ -60,13 +64,10 @@ class StreamingTokenBatches(torch.utils.data.IterableDataset):
         return stream
 
     def keep(self, batch) -> list[bool]:
-        """The cleaning rules of `corpus.clean_corpus` that need only the pair itself."""
-        kept = []
-        for source, target in zip(batch["input_ids"], batch["labels"]):
-            s, t = len(source), len(target)
-            kept.append(s > 1 and t > 1 and s <= self.max_source_length and t <= self.max_target_length
-                        and s - 1 <= MAX_LENGTH_RATIO * (t - 1) and t - 1 <= MAX_LENGTH_RATIO * (s - 1))
-        return kept
+        """The pairs of `batch` that break none of the cleaning rules that need only the pair itself."""
+        source, target = (np.fromiter(map(len, batch[name]), dtype=np.int64, count=len(batch[name]))
+                          for name in ("input_ids", "labels"))
+        return passing(pair_rules(source, target, self.max_source_length, self.max_target_length)).tolist()
 
     def batches(self, examples, rng: np.random.Generator) -> Iterator[list[dict]]:
         """Maxi-batches: `maxi_batch_pairs` examples sorted by length, cut by the token budget, batches shuffled."""

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from vanilla_transformer.training.budget import BudgetPlan
 from vanilla_transformer.training.precision import precision_in_use
-from vanilla_transformer.training.train_data import TextCorpus
+from vanilla_transformer.training.text_corpus import TextCorpus
 
 
 @dataclass
@@ -29,9 +29,11 @@ class RunState:
                     examples=self.examples, metrics=self.metrics, training_summary=self.training_summary)
 
 
-def training_summary(data_args, training_args, model, trainer, state: "RunState", *, training_pairs: int,
-                     metrics: dict) -> dict:
-    """The "Training" table of the model card: recipe, data, batch, optimizer, schedule, averaging, time."""
+def training_summary(context, *, training_pairs: int, metrics: dict) -> dict:
+    """The "Training" table of the model card of the run `context` (`context.RunContext`, trained): recipe, data,
+    batch, optimizer, schedule, averaging, time."""
+    data_args, training_args, state = context.data_args, context.training_args, context.state
+    model, trainer = context.model, context.trainer
     lr = training_args.learning_rate
     schedule = getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)
 

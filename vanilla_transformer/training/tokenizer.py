@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
+from vanilla_transformer.files import text_lines
+
 # Ids fixed to match VanillaTransformerConfig's defaults (pad 0, bos/decoder start 1, eos 2).
 SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 
@@ -28,23 +30,14 @@ def _check_files(files: list[str]) -> None:
     for path in files:
         if not os.path.exists(path):
             raise FileNotFoundError(f"Tokenizer training file not found: {path}")
-        if not os.path.isfile(path):
-            raise ValueError(f"Tokenizer training file {path} is not a file.")
-        try:
-            with open(path, encoding="utf-8") as f:
-                has_text = any(line.strip() for line in f)
-        except UnicodeDecodeError as error:
-            raise ValueError(f"Tokenizer training file {path} is not UTF-8 text ({error.reason} at byte {error.start}).")
-        if not has_text:
+        # read to the end: a byte that is not UTF-8 anywhere in the file stops it here, before any training
+        if not sum(1 for line in text_lines(path, "tokenizer training file") if line.strip()):
             raise ValueError(f"Tokenizer training file {path} is empty (no non-blank line).")
 
 
 def _lines(files: Iterable[str]) -> Iterator[str]:
     for path in files:
-        with open(path, encoding="utf-8-sig") as f:  # a leading byte-order mark is not text
-            for line in f:  # universal newlines: \r\n and \r end lines too
-                if line.strip():
-                    yield line.rstrip("\r\n")
+        yield from (line for line in text_lines(path, "tokenizer training file") if line.strip())
 
 
 def train_tokenizer(

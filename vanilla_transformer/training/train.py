@@ -19,17 +19,13 @@ import os
 import sys
 import time
 
-# OpenMP threads that spin while waiting for work slow a CPU run down badly as soon as another process shares the
-# cores; passive waiting costs little when the cores are free. Set before torch is imported; an explicit
-# OMP_WAIT_POLICY wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from transformers import TrainerState, set_seed
 
-from transformers import TrainerState, set_seed  # noqa: E402  (after the OpenMP setting)
-
-from vanilla_transformer.extras import check_extra  # noqa: E402
-from vanilla_transformer.files import OutputError, writing_errors  # noqa: E402
-from vanilla_transformer.training.arguments import parse_arguments, precision_question  # noqa: E402
-from vanilla_transformer.training.build import (  # noqa: E402
+from vanilla_transformer.extras import check_extra
+from vanilla_transformer.files import OutputError, TextFileError, writing_errors
+from vanilla_transformer.training.arguments import parse_arguments, precision_question
+from vanilla_transformer.training.average_checkpoints import saved_weights
+from vanilla_transformer.training.build import (
     build_model,
     build_tokenizer,
     build_trainer,
@@ -37,16 +33,12 @@ from vanilla_transformer.training.build import (  # noqa: E402
     load_data,
     prepare_model,
 )
-from vanilla_transformer.training.data import DataError  # noqa: E402
-from vanilla_transformer.training.evaluation import (  # noqa: E402
-    average_last_checkpoints,
-    evaluate,
-    sample_translations,
-)
-from vanilla_transformer.training.messages import UsageError, log  # noqa: E402
-from vanilla_transformer.training.precision import default_precision, precision_in_use  # noqa: E402
-from vanilla_transformer.training.presets import PRESETS  # noqa: E402
-from vanilla_transformer.training.run_folder import (  # noqa: E402
+from vanilla_transformer.training.context import RunContext
+from vanilla_transformer.training.evaluation import average_last_checkpoints, evaluate, sample_translations
+from vanilla_transformer.training.messages import DataError, UsageError, log
+from vanilla_transformer.training.precision import default_precision, precision_in_use
+from vanilla_transformer.training.presets import PRESETS
+from vanilla_transformer.training.run_folder import (
     check_checkpoints,
     check_output_dir,
     commit_final_save,
@@ -59,7 +51,7 @@ from vanilla_transformer.training.run_folder import (  # noqa: E402
     resolve_resume_checkpoint,
     save,
 )
-from vanilla_transformer.training.summary import RunState, training_summary  # noqa: E402
+from vanilla_transformer.training.summary import RunState, training_summary
 
 
 def train(trainer, training_args, resume: str | None) -> dict:
@@ -67,7 +59,7 @@ def train(trainer, training_args, resume: str | None) -> dict:
     --max_steps is only loaded (the Trainer would train one step past it)."""
     if resume is not None and (step := reached_max_steps(resume, training_args)) is not None:
         log(training_args, f"{resume} already reached step {step}; finishing the run without training further.")
-        trainer._load_from_checkpoint(resume)  # private API, the same in transformers 5.18-5.24
+        trainer.model.load_state_dict(saved_weights(resume))
         trainer.state = TrainerState.load_from_json(os.path.join(resume, "trainer_state.json"))
         return {}
     train_result = trainer.train(resume_from_checkpoint=resume)
@@ -78,10 +70,11 @@ def train(trainer, training_args, resume: str | None) -> dict:
     return {f"train_{k}" if not k.startswith("train_") else k: v for k, v in train_result.metrics.items()}
 
 
-def run(data_args, model_args, training_args, explicit: set[str] = frozenset(), callbacks=None) -> dict:
+def run(data_args, model_args, training_args, callbacks=None) -> dict:
     """The whole run, step by step: check the options, load the data, build tokenizer, model and trainer, train,
     average the last checkpoints, translate and score the test set, save a Hub-ready folder. The options are
-    settled (`training.arguments.parse_arguments`); `explicit` names those given on the command line."""
+    settled (`training.arguments.parse_arguments`); the steps hand what they build to each other in a
+    `context.RunContext`."""
     started = time.monotonic()
     check_options(data_args, model_args)
     set_seed(training_args.seed)
@@ -94,13 +87,15 @@ def run(data_args, model_args, training_args, explicit: set[str] = frozenset(), 
 
     # Nothing is written before the lock: data, tokenizer, model and trainer are built and checked first (only the
     # processes of a distributed run share the new tokenizer through a hidden folder).
-    splits, source_lang, target_lang, dataset_name, corpus = load_data(data_args, training_args)
-    tokenizer = build_tokenizer(data_args, model_args, training_args, splits, resume, corpus)
-    model = build_model(model_args, PRESETS[data_args.preset], tokenizer, resume)
-    prepare_model(model, tokenizer, data_args, model_args, training_args)
-    state = RunState(source_lang, target_lang, data_args.dataset_card_name or dataset_name, corpus=corpus)
-    trainer, tokenized, texts = build_trainer(model, tokenizer, splits, data_args, training_args, state, callbacks,
-                                              corpus)
+    context = RunContext(data_args, model_args, training_args, resume=resume, callbacks=callbacks)
+    data = context.data = load_data(data_args, training_args)
+    context.tokenizer = build_tokenizer(context)
+    context.model = build_model(model_args, PRESETS[data_args.preset], context.tokenizer, resume)
+    prepare_model(context)
+    state = context.state = RunState(data.source_lang, data.target_lang,
+                                     data_args.dataset_card_name or data.dataset_name, corpus=data.corpus)
+    context.trainer, context.tokenized, context.texts = build_trainer(context)
+    trainer = context.trainer
 
     with output_dir_lock(training_args), writing_errors(training_args.output_dir):
         prepare_output_dir(training_args, resume, inputs)
@@ -109,8 +104,7 @@ def run(data_args, model_args, training_args, explicit: set[str] = frozenset(), 
             state.budget = trainer.time_budget.plan
         state.averaged = average_last_checkpoints(trainer, training_args)
         staging = final_staging_folder(training_args)
-        evaluated_split, scores = evaluate(trainer, tokenizer, tokenized, texts, data_args, training_args,
-                                           target_lang, staging)
+        evaluated_split, scores = evaluate(context, staging)
         if evaluated_split is not None:
             metrics.update({f"{evaluated_split}_{k}": v for k, v in scores.items()})
             state.signatures = {k.removesuffix("_signature"): v for k, v in scores.items()
@@ -119,21 +113,20 @@ def run(data_args, model_args, training_args, explicit: set[str] = frozenset(), 
                              "split": evaluated_split}
         if state.budget is not None:
             metrics["time_budget"] = state.budget.card_entry()
-        if corpus is not None:
-            metrics.update(corpus.report())
-        training_pairs = corpus.pairs_used if corpus is not None else len(tokenized["train"])
-        state.training_summary = training_summary(data_args, training_args, model, trainer, state,
-                                                  training_pairs=training_pairs, metrics=metrics)
+        if data.corpus is not None:
+            metrics.update(data.corpus.report())
+        training_pairs = data.corpus.pairs_used if data.corpus is not None else len(context.tokenized["train"])
+        state.training_summary = training_summary(context, training_pairs=training_pairs, metrics=metrics)
         save(trainer, training_args, metrics, staging)
         commit_final_save(trainer, training_args, staging)
     metrics["total_seconds"] = round(time.monotonic() - started, 1)
 
     if data_args.num_sample_translations and evaluated_split is not None and trainer.is_world_process_zero():
-        sources, targets = texts[evaluated_split]["source"], texts[evaluated_split]["target"]
+        sources, targets = context.texts[evaluated_split]["source"], context.texts[evaluated_split]["target"]
         step = max(len(sources) // data_args.num_sample_translations, 1)
         picks = list(range(0, len(sources), step))[: data_args.num_sample_translations]
         sample_translations(training_args.output_dir, [sources[i] for i in picks], [targets[i] for i in picks],
-                            source_lang, target_lang)
+                            data.source_lang, data.target_lang)
     log(training_args, f"\nSaved the model, tokenizer and model card to {training_args.output_dir} "
          f"({metrics['total_seconds'] / 60:.1f} min in all)")
     return metrics
@@ -160,8 +153,8 @@ def main(argv: list[str] | None = None, callbacks=None) -> dict:
         chosen = default_precision(**question)[1]
     log(training_args, f"Precision: {chosen}")
     try:
-        return run(data_args, model_args, training_args, explicit, callbacks=callbacks)
-    except (UsageError, DataError, OutputError) as error:
+        return run(data_args, model_args, training_args, callbacks=callbacks)
+    except (UsageError, DataError, TextFileError, OutputError) as error:
         sys.exit(f"error: {error}")
 
 

@@ -29,15 +29,17 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from vanilla_transformer.cards.model_card import render_model_card
 from vanilla_transformer.files import clean_stale_staging, install_folder, staging_name, writing_errors
+from vanilla_transformer.training.arrow_columns import length_columns
 from vanilla_transformer.training.batching import TokenBudgetBatchSampler
 from vanilla_transformer.training.budget import (
     PLACEHOLDER_MAX_STEPS,
+    SKIP_STEPS,
+    BudgetOptions,
     BudgetSchedule,
     MinutesProgressBar,
     TimeBudget,
     elapsed_on_the_main_process,
 )
-from vanilla_transformer.training.data import length_columns
 from vanilla_transformer.training.precision import attention_kernel
 
 
@@ -238,7 +240,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         if self.args.max_tokens and self.train_dataset is not None and not self.streams_batches:
             columns = getattr(self.train_dataset, "column_names", ())
             epoch_lengths = None
-            if hasattr(self.train_dataset, "epoch_lengths"):  # vanilla_transformer.training.data.SubwordDropout
+            if hasattr(self.train_dataset, "epoch_lengths"):  # tokenized_splits.SubwordDropout
                 source_lengths = self.train_dataset.source_lengths
                 target_lengths = self.train_dataset.target_lengths
                 epoch_lengths = self.train_dataset.epoch_lengths
@@ -271,12 +273,9 @@ class TranslationTrainer(Seq2SeqTrainer):
         args = self.args
         self.budget_schedule = BudgetSchedule(
             getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type),
-            provisional_warmup=10 * (3 + args.budget_calibration_steps))
-        self.time_budget = TimeBudget(
-            args.max_train_minutes, self.budget_schedule, warmup=args.warmup_steps,
-            average_last=args.budget_checkpoints or args.average_last_n_checkpoints, averaging_span=args.averaging_span,
-            calibration_steps=args.budget_calibration_steps, seconds_per_step=args.budget_seconds_per_step,
-            log=_print_above_the_bar)
+            provisional_warmup=10 * (SKIP_STEPS + args.budget_calibration_steps))
+        self.time_budget = TimeBudget(BudgetOptions.from_arguments(args), self.budget_schedule,
+                                      log=_print_above_the_bar)
         self.add_callback(self.time_budget)
         if self.pop_callback(ProgressCallback) is not None:
             self.add_callback(MinutesProgressBar(args.max_train_minutes))
@@ -300,7 +299,9 @@ class TranslationTrainer(Seq2SeqTrainer):
     # and then deletes the oldest checkpoints: a kill in between left a half-written newest checkpoint that
     # `--resume_from_checkpoint true` picked and failed on. Here the Trainer writes into a hidden staging folder
     # (`.checkpoint-STEP.staging-PID/checkpoint-STEP`, by pointing `_get_output_dir` there for the duration of the
-    # save), which is renamed into place once whole; only then are old checkpoints rotated away.
+    # save), which is renamed into place once whole; only then are old checkpoints rotated away. The Trainer has no
+    # public hook for where or how it writes a checkpoint, so this overrides its `_get_output_dir` and
+    # `_save_checkpoint`.
 
     _checkpoint_staging_dir = None
 
@@ -366,8 +367,9 @@ class TranslationTrainer(Seq2SeqTrainer):
         dataset = self.train_dataset
         workers = self.args.dataloader_num_workers
         if hasattr(dataset, "column_names"):  # a datasets.Dataset
+            # the Trainer's own column filter (no public form): its get_train_dataloader applies it, replaced here
             dataset = self._remove_unused_columns(dataset, description="training")
-        else:  # training.data.SubwordDropout: the sampler has it segment each epoch, in this process, before the
+        else:  # tokenized_splits.SubwordDropout: the sampler has it segment each epoch, in this process, before the
             workers = 0  # batches are read; a worker would hold the copy of an earlier epoch (and has little to do)
         dataloader = DataLoader(
             dataset,
@@ -382,7 +384,8 @@ class TranslationTrainer(Seq2SeqTrainer):
 
     def _get_eval_sampler(self, eval_dataset):
         """Always the dataset's order (the Trainer shuffles it under `train_sampling_strategy="group_by_length"`):
-        BLEU is computed against references kept in that order."""
+        BLEU is computed against references kept in that order. (The Trainer chooses the evaluation sampler in this
+        private method only.)"""
         if self.args.world_size <= 1:
             return SequentialSampler(eval_dataset)
         return None  # accelerate shards it, and the gathered predictions come back in order

@@ -1,34 +1,31 @@
-"""Parallel text files of any size, out of core: read once into a memory-mapped Arrow file, tokenized once, cached.
+"""The corpus cache: parallel text files of any size, out of core, read once into a memory-mapped Arrow file and
+tokenized once.
 
 A training pair of text files (plain, or gzip'd as corpora are usually shipped: `train.en.gz`) goes through three
-steps, each cached in the corpus cache (`--data_cache_dir`, by default `$HF_DATASETS_CACHE/vanilla-transformer-corpora`):
+steps, the first two cached in the corpus cache (`--data_cache_dir`, by default
+`$HF_DATASETS_CACHE/vanilla-transformer-corpora`):
 
-1. `read_corpus`: both files are read side by side, line by line, into `pairs-KEY/pairs.arrow` (columns `source`,
-   `target`), KEY being a fingerprint of the files' paths, sizes and modification times. Lines are counted as
-   `wc -l` counts them (split on "\\n" only, a "\\r\\n" ending and a leading byte-order mark removed), the same as
-   the in-memory reader (`vanilla_transformer.files.read_text_lines`); reading both files in one pass finds
-   mismatched line counts without holding either file in memory. A missing, unreadable, non-UTF-8, empty or
-   truncated gzip file is one `DataError` naming the file, and nothing is left in the cache.
+1. `read_corpus`: both files are read side by side, line by line (`vanilla_transformer.files.text_lines`: as `wc -l`
+   counts them, a "\\r\\n" ending and a leading byte-order mark removed), into `pairs-KEY/pairs.arrow` (columns
+   `source`, `target`), KEY being a fingerprint of the files' paths, sizes and modification times; reading both
+   files in one pass finds mismatched line counts without holding either file in memory. A missing, unreadable,
+   non-UTF-8 or truncated gzip file is one `files.TextFileError` line naming the file, an empty file or files of
+   different lengths one `DataError` line, and nothing is left in the cache.
 2. `tokenize_corpus`: `datasets.Dataset.map` over the Arrow file with the fast tokenizer's batched calls into
    `tokens-KEY.arrow` (KEY: the pairs' fingerprint, the tokenizer's JSON, the length limits and the options), with
    the token counts of each side and a 64-bit hash of each pair as columns. A second run, a resume or a second
    process reads the cached file and says so.
-3. `clean_corpus`: the rules of Moses' `clean-corpus-n.perl` on the cached length columns (numpy, no Python lists):
-   a pair is dropped when a side is empty, longer than the limits (tokens, `</s>` included), or one side holds more
-   than 9 times the tokens of the other; then exact duplicate pairs (the same source and target text) after the first.
-   Each dropped pair is counted under the first rule it breaks.
+3. `cleaning.clean_corpus`: the rules of Moses' `clean-corpus-n.perl` on the cached length and hash columns.
 
 Every file is written under a temporary name and renamed into place once whole, so processes sharing the cache
 never read half a file; the cache holds only what these functions wrote, and deleting it only costs a re-read.
 """
 
 import copy
-import gzip
 import hashlib
 import itertools
 import json
 import os
-import zlib
 from collections.abc import Iterator
 
 import datasets
@@ -36,72 +33,17 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from vanilla_transformer.training.data import DataError, numpy_columns
+from vanilla_transformer.files import open_text_file, text_lines
+from vanilla_transformer.training.messages import DataError
 
 CACHE_FOLDER = "vanilla-transformer-corpora"
 FORMAT_VERSION = 1  # part of every fingerprint: a new layout of the cached files never reads an old one
-READ_CHUNK_BYTES = 1 << 22
 PAIRS_PER_BATCH = 50_000
-MAX_LENGTH_RATIO = 9  # clean-corpus-n.perl's default
-CLEANING_RULES = ("empty_side", "too_long", "length_ratio", "duplicate")
-BOM = b"\xef\xbb\xbf"
 
 
 def default_cache_dir() -> str:
     """`$HF_DATASETS_CACHE/vanilla-transformer-corpora` (`datasets`' own cache, ~/.cache/huggingface/datasets)."""
     return os.path.join(str(datasets.config.HF_DATASETS_CACHE), CACHE_FOLDER)
-
-
-def _open_binary(path: str, what: str):
-    if not os.path.exists(path):
-        raise DataError(f"The {what} file {path} does not exist.")
-    if os.path.isdir(path):
-        raise DataError(f"The {what} file {path} is a folder, not a file.")
-    try:
-        with open(path, "rb") as f:
-            gzipped = f.read(2) == b"\x1f\x8b"
-        return gzip.open(path, "rb") if gzipped else open(path, "rb")
-    except OSError as error:
-        raise DataError(f"The {what} file {path} cannot be read: {error.strerror}.") from None
-
-
-def read_lines(path: str, what: str) -> Iterator[str]:
-    """The lines of a UTF-8 text file (gzip'd or not, told by its first bytes), one at a time, as
-    `read_text_lines` splits them; one `DataError` line naming the file for bytes that are not UTF-8 (with the byte
-    offset in the uncompressed text), a truncated or corrupt gzip file, or a read error."""
-    stream = _open_binary(path, what)
-    offset, rest, first = 0, b"", True
-    with stream:
-        while True:
-            try:
-                chunk = stream.read(READ_CHUNK_BYTES)
-            except (EOFError, gzip.BadGzipFile, zlib.error) as error:
-                raise DataError(f"The {what} file {path} is not a whole gzip file ({error}); download or "
-                                "decompress it again.") from None
-            except OSError as error:
-                raise DataError(f"The {what} file {path} cannot be read: {error.strerror or error}.") from None
-            if first:
-                first = False
-                if chunk.startswith(BOM):
-                    chunk, offset = chunk[len(BOM):], len(BOM)
-            data = rest + chunk
-            end = data.rfind(b"\n") + 1 if chunk else len(data)
-            whole, rest = data[:end], data[end:]
-            try:
-                text = whole.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise DataError(f"The {what} file {path} is not UTF-8 text: byte {offset + error.start} "
-                                f"(0x{whole[error.start]:02x}) cannot be decoded; convert it to UTF-8 (e.g. iconv "
-                                "-f latin1 -t UTF-8).") from None
-            offset += len(whole)
-            if text:
-                lines = text.split("\n")
-                if lines[-1] == "":
-                    lines.pop()
-                for line in lines:
-                    yield line[:-1] if line.endswith("\r") else line
-            if not chunk:
-                return
 
 
 def files_fingerprint(*paths: str) -> str:
@@ -117,7 +59,7 @@ def _walk_pairs(source: str, target: str, split: str, writer=None) -> int:
     """Both files side by side, checked (the same number of lines, text on each side), into the Arrow stream
     `writer` if one is given; -> the number of pairs. Memory: one batch of lines."""
     schema = pa.schema([("source", pa.large_string()), ("target", pa.large_string())])
-    sources, targets = read_lines(source, f"{split} source"), read_lines(target, f"{split} target")
+    sources, targets = text_lines(source, f"{split} source file"), text_lines(target, f"{split} target file")
     count, has_text = 0, [False, False]
     while True:
         columns = list(itertools.islice(sources, PAIRS_PER_BATCH)), list(itertools.islice(targets, PAIRS_PER_BATCH))
@@ -140,10 +82,16 @@ def _walk_pairs(source: str, target: str, split: str, writer=None) -> int:
     return count
 
 
-def check_pairs(source: str, target: str, split: str) -> int:
-    """Read both files through once, writing nothing: -> the number of pairs, or the `DataError` of a bad file."""
+def _check_readable(source: str, target: str, split: str) -> None:
+    """Missing or unreadable: one line before anything is read or written."""
     for path, side in ((source, "source"), (target, "target")):
-        _open_binary(path, f"{split} {side}").close()
+        open_text_file(path, f"{split} {side} file").close()
+
+
+def check_pairs(source: str, target: str, split: str) -> int:
+    """Read both files through once, writing nothing: -> the number of pairs, or the one-line error of a bad file
+    (`files.TextFileError`, `DataError`)."""
+    _check_readable(source, target, split)
     return _walk_pairs(source, target, split)
 
 
@@ -157,8 +105,7 @@ def _write_pairs(source: str, target: str, split: str, path: str) -> int:
 def read_corpus(source: str, target: str, split: str, cache_dir: str, log=print):
     """-> (`datasets.Dataset` of the pairs, memory-mapped from the cache, its fingerprint). Reads the files only when
     the cache has no copy of them as they are now."""
-    for path, side in ((source, "source"), (target, "target")):
-        _open_binary(path, f"{split} {side}").close()  # missing or unreadable: one line before anything is written
+    _check_readable(source, target, split)
     key = files_fingerprint(source, target)
     folder = os.path.join(cache_dir, f"pairs-{key}")
     final = os.path.join(folder, "pairs.arrow")
@@ -228,8 +175,8 @@ def tokenize_corpus(pairs, pairs_key: str, tokenizer, max_source_length: int, ma
                     clean: bool, cache_dir: str, num_proc: int | None = None, log=print):
     """The pairs tokenized (`input_ids`, `labels`, `source_length`, `target_length`, `pair_hash`), from the cache
     when this tokenizer with these limits already tokenized them. With `clean`, each side is cut one token above its
-    limit, so that a pair longer than the limit is seen to be (and dropped by `clean_corpus`); without, at the limit,
-    as `data.tokenize_splits` truncates."""
+    limit, so that a pair longer than the limit is seen to be (and dropped by `cleaning.clean_corpus`); without, at the limit,
+    as `tokenized_splits.tokenize_splits` truncates."""
     key = tokens_fingerprint(pairs_key, tokenizer, max_source_length, max_target_length, clean)
     folder = os.path.join(cache_dir, f"pairs-{pairs_key}")
     record = os.path.join(folder, f"tokens-{key}.json")
@@ -261,63 +208,6 @@ def tokenize_corpus(pairs, pairs_key: str, tokenizer, max_source_length: int, ma
     os.replace(temporary, record)
     log(f"Tokenized {len(tokenized):,} training pairs into {cache_file}")
     return tokenized
-
-
-def _duplicates(candidates: np.ndarray, candidate_hashes: np.ndarray, pairs) -> np.ndarray:
-    """Among `candidates` (indices, ascending; `candidate_hashes` their pairs' 64-bit hashes), those whose pair
-    equals an earlier candidate's, checked on the text where the hashes agree."""
-    order = np.argsort(candidate_hashes, kind="stable")
-    sorted_hashes = candidate_hashes[order]
-    same = np.flatnonzero(sorted_hashes[1:] == sorted_hashes[:-1]) + 1
-    if len(same) == 0:
-        return np.zeros(0, dtype=np.int64)
-    starts = np.unique(np.concatenate([same - 1, same]))
-    groups = np.split(starts, np.flatnonzero(np.diff(sorted_hashes[starts]) != 0) + 1)
-    del sorted_hashes
-    involved = np.unique(candidates[order[starts]])
-    rows = pairs.select(involved)
-    text = dict(zip(involved.tolist(), zip(rows["source"], rows["target"])))
-    dropped = []
-    for group in groups:
-        seen = set()
-        for index in sorted(candidates[order[group]].tolist()):
-            if text[index] in seen:
-                dropped.append(index)
-            seen.add(text[index])
-    return np.asarray(sorted(dropped), dtype=np.int64)
-
-
-def clean_corpus(tokenized, pairs, max_source_length: int, max_target_length: int,
-                 lengths: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, dict]:
-    """-> (indices of the pairs kept, ascending; {rule: pairs dropped by it}) for `CLEANING_RULES`. `lengths`: the
-    `source_length` and `target_length` columns (`data.length_columns`), which the caller also gives the sampler."""
-    source, target = lengths
-    (hashes,) = numpy_columns(tokenized, ["pair_hash"])
-    empty = (source <= 1) | (target <= 1)  # only </s>: nothing but whitespace on that side
-    too_long = ~empty & ((source > max_source_length) | (target > max_target_length))
-    words_source, words_target = source - 1, target - 1
-    ratio = ~empty & ~too_long & ((words_source > MAX_LENGTH_RATIO * words_target)
-                                  | (words_target > MAX_LENGTH_RATIO * words_source))
-    counts = {"empty_side": int(empty.sum()), "too_long": int(too_long.sum()), "length_ratio": int(ratio.sum())}
-    usable = ~(empty | too_long | ratio)
-    del empty, too_long, ratio, words_source, words_target
-    # index arrays of 4 bytes a pair where they fit: at tens of millions of pairs these are the cleaning's memory
-    index_type = np.int32 if len(usable) < 2**31 else np.int64
-    candidates = np.flatnonzero(usable).astype(index_type)
-    candidate_hashes = hashes[candidates]
-    del hashes
-    duplicate = _duplicates(candidates, candidate_hashes, pairs)
-    del candidates, candidate_hashes
-    usable[duplicate] = False
-    counts["duplicate"] = len(duplicate)
-    return np.flatnonzero(usable).astype(index_type), counts
-
-
-def describe_cleaning(read: int, used: int, counts: dict, max_source_length: int, max_target_length: int) -> str:
-    return (f"Cleaning (the rules of Moses' clean-corpus-n.perl; --no_clean keeps every pair): of {read:,} pairs "
-            f"dropped {counts['empty_side']:,} with an empty side, {counts['too_long']:,} longer than "
-            f"{max_source_length}/{max_target_length} tokens, {counts['length_ratio']:,} with a length ratio above "
-            f"{MAX_LENGTH_RATIO}, {counts['duplicate']:,} exact duplicates; training on {used:,} pairs.")
 
 
 def sample_pairs(total_pairs: int, sample_lines: int) -> int:
@@ -355,7 +245,7 @@ def sample_file_texts(source: str, target: str, total: int, sample_lines: int, s
     """As `sample_texts`, read from the files (for `--streaming`): the same seeded choice of pairs, picked in one
     pass."""
     chosen = _chosen_pairs(total, sample_lines, seed)
-    lines = zip(read_lines(source, "train source"), read_lines(target, "train target"))
+    lines = zip(text_lines(source, "train source file"), text_lines(target, "train target file"))
     if chosen is None:
         for source_line, target_line in lines:
             yield source_line

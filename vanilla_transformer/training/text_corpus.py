@@ -1,5 +1,6 @@
-"""The training split of text files as a run uses it: cached and cleaned (training/corpus.py) or streamed
-(training/streaming.py), what the BPE vocabulary is trained on, and what the run reports about it.
+"""A run's training pair of text files (`TextCorpus`): cached and cleaned (training/corpus_cache.py,
+training/cleaning.py) or streamed (training/streaming.py), what the BPE vocabulary is trained on, and what the run
+reports about it.
 
 Under torchrun / accelerate launch the main process of each machine reads and tokenizes while the others wait
 (`main_process_first`); they then find its cached files and read them: one tokenization, one set of files.
@@ -15,19 +16,18 @@ from dataclasses import dataclass, field
 import datasets
 from transformers import AutoTokenizer
 
-from vanilla_transformer.training.corpus import (
+from vanilla_transformer.training.arrow_columns import length_columns, select_kept
+from vanilla_transformer.training.cleaning import clean_corpus, describe_cleaning, drop_empty_sides
+from vanilla_transformer.training.corpus_cache import (
     check_pairs,
-    clean_corpus,
     default_cache_dir,
-    describe_cleaning,
     read_corpus,
     sample_file_texts,
     sample_pairs,
     sample_texts,
     tokenize_corpus,
 )
-from vanilla_transformer.training.data import DataError, length_columns, select_kept
-from vanilla_transformer.training.messages import UsageError
+from vanilla_transformer.training.messages import DataError, UsageError
 from vanilla_transformer.training.streaming import StreamingTokenBatches
 
 
@@ -146,9 +146,8 @@ def cached_training_set(corpus: TextCorpus, tokenizer, data_args, training_args,
     if clean:
         kept, counts = clean_corpus(tokenized, corpus.pairs, data_args.max_source_length,
                                     data_args.max_target_length, lengths=(source, target))
-    else:  # only the pairs with an empty side go, as for every other source of data
-        kept = ((source > 1) & (target > 1)).nonzero()[0]
-        counts = {"empty_side": len(tokenized) - len(kept)}
+    else:
+        kept, counts = drop_empty_sides((source, target))
     corpus.cleaning, corpus.pairs_used = counts, len(kept)
     if len(kept) == 0:
         raise DataError(f"No training pair of {corpus.source} / {corpus.target} is left after cleaning "

@@ -20,7 +20,7 @@ LAYERS = [
     ("remote code", ["compat", "configuration_vanilla_transformer", "modeling_vanilla_transformer",
                      "pipeline_translation"]),
     ("transformers integration", ["registration"]),
-    ("foundations", ["files", "cards", "extras"]),
+    ("foundations", ["files", "cards", "extras", "cli.options"]),
     ("package", [""]),
     ("checkpoints", ["checkpoints", "interop.ctranslate2_runtime"]),
     ("tools", ["translate", "interop", "inspect", "training"]),
@@ -70,16 +70,26 @@ def imported_modules(module: str, node: ast.Import | ast.ImportFrom) -> list[str
     return [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
 
 
+def is_main_block(node: ast.AST) -> bool:
+    """`if __name__ == "__main__":`, a module's program entry (`python -m MODULE`), which runs the command line."""
+    test = getattr(node, "test", None) if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+            and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators))
+
+
 def imports(module: str, local: bool | None = None):
-    """(statement, imported module) for each import of `module`; `local`: only function-local (True) or only module
-    level (False) ones."""
+    """(statement, imported module) for each import of `module`, but those of its program entry (`is_main_block`);
+    `local`: only function-local (True) or only module level (False) ones."""
     tree = TREES[module]
-    in_function = set()
+    in_function, in_main_block = set(), set()
     for function in ast.walk(tree):
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             in_function.update(id(node) for node in ast.walk(function) if node is not function)
+    for block in tree.body:
+        if is_main_block(block):
+            in_main_block.update(id(node) for node in ast.walk(block))
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in in_main_block:
             if local is None or (id(node) in in_function) == local:
                 for name in imported_modules(module, node):
                     yield node, name

@@ -1,6 +1,14 @@
-"""Train a translation Transformer: `python -m training.train --help` lists the options."""
+"""Train a translation Transformer: `python -m training.train --help` lists the options. The same command as
+`vanilla-transformer train`, with its exit-code rule (usage error 2, any other failure 1, one line)."""
 
-from vanilla_transformer.training.train import main
+import sys
+
+from vanilla_transformer.cli.main import main as command_line
+
+
+def main(argv: list[str] | None = None) -> None:
+    command_line(["train", *(sys.argv[1:] if argv is None else argv)])
+
 
 if __name__ == "__main__":
     main()

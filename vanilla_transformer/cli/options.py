@@ -9,9 +9,10 @@ Each type is a function from the text to the value that raises `argparse.Argumen
 import argparse
 import os
 
-# A command's arguments that do not go together (found in `run`): the recipe's exception, which `cli.main` reports
-# as argparse would (usage, one error line, exit code 2).
-from vanilla_transformer.training.messages import UsageError  # noqa: F401  (the commands import it from here)
+
+class UsageError(Exception):
+    """Options that do not go together, found after parsing (a command's `check` or `run`, the training recipe):
+    `cli.main` reports it as argparse reports its own errors, with the usage, one error line and exit status 2."""
 
 
 def _number(text: str, kind: type):

@@ -21,6 +21,7 @@ import torch
 from transformers import AutoConfig, HfArgumentParser
 
 from vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer.cli.options import UsageError
 from vanilla_transformer.training.budget import PLACEHOLDER_MAX_STEPS, SCHEDULES
 from vanilla_transformer.training.precision import default_precision
 from vanilla_transformer.training.presets import PRESETS, Preset, paper_learning_rate
@@ -203,7 +204,7 @@ def explicit_options(parser: argparse.ArgumentParser, argv: list[str], dataclass
 
 
 class LearningRateError(ValueError):
-    """The paper's learning rate cannot be computed from the options given."""
+    """The paper's learning rate cannot be computed: the checkpoint's config cannot be read."""
 
 
 def architecture_d_model(model_args, preset: Preset) -> int:
@@ -230,7 +231,7 @@ def settle_learning_rate(model_args, training_args, preset: Preset) -> float:
     """The paper's peak learning rate (d_model * warmup_steps)^-0.5 (equation 3) for a run given no --learning_rate
     and a preset without one; it needs an integer --warmup_steps >= 1."""
     if not training_args.warmup_steps or training_args.warmup_steps < 1:
-        raise LearningRateError("The paper's learning rate (d_model * warmup_steps)^-0.5 needs --warmup_steps >= 1; "
+        raise UsageError("The paper's learning rate (d_model * warmup_steps)^-0.5 needs --warmup_steps >= 1; "
                                 "give --learning_rate to choose one yourself.")
     return paper_learning_rate(architecture_d_model(model_args, preset), int(training_args.warmup_steps))
 
@@ -277,13 +278,10 @@ def parse_arguments(argv: list[str] | None = None):
         parser.error(str(error))
     try:
         check_number_options(data_args, model_args, training_args)  # nan, inf, negative: before any work
-    except ValueError as error:  # one line, as vanilla_transformer.training.train reports its other problems
-        sys.exit(f"error: {error}")
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     if training_args.learning_rate is None:  # parsed again with the learning rate it implies as the default
-        try:
-            learning_rate = settle_learning_rate(model_args, training_args, preset)
-        except LearningRateError as error:  # one line, as vanilla_transformer.training.train reports its other problems
-            sys.exit(f"error: {error}")
+        learning_rate = settle_learning_rate(model_args, training_args, preset)  # LearningRateError: exit status 1
         parser.set_defaults(learning_rate=learning_rate)
         data_args, model_args, training_args = parser.parse_args_into_dataclasses(args=argv)
     return data_args, model_args, training_args, explicit

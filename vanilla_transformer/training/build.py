@@ -9,6 +9,7 @@ from huggingface_hub.errors import StrictDataclassError
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from vanilla_transformer.cli.options import UsageError
 from vanilla_transformer.training.context import RunContext, RunData
 from vanilla_transformer.training.corpus_cache import sample_texts
 from vanilla_transformer.training.data_sources import (
@@ -19,7 +20,7 @@ from vanilla_transformer.training.data_sources import (
     load_text_files,
 )
 from vanilla_transformer.training.evaluation import example_sentences
-from vanilla_transformer.training.messages import DataError, UsageError, log
+from vanilla_transformer.training.messages import DataError, log
 from vanilla_transformer.training.metrics import bleu_metric
 from vanilla_transformer.training.precision import precision_in_use
 from vanilla_transformer.training.text_corpus import (

@@ -1,11 +1,6 @@
-"""One-line problems and the recipe's log: `UsageError` for options that do not go together or data that cannot be
-used, `DataError` for the files or dataset the user pointed at, reported without a traceback (the recipe's
-`train.main` prints `error: MESSAGE` and exits 1; the other commands' `cli.main` prints the usage and the message and
-exits 2, as argparse does), and `log`, which prints on the main process only."""
-
-
-class UsageError(Exception):
-    """Options that do not go together, or data that cannot be used: one line, no traceback."""
+"""The recipe's one-line problems and its log: `DataError` for the files or dataset the user pointed at (reported as
+one line, exit status 1, by `cli.main`; options that do not go together are the train command's
+`cli.options.UsageError`, exit status 2), and `log`, which prints on the main process only."""
 
 
 class DataError(ValueError):

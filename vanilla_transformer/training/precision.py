@@ -23,6 +23,7 @@ fast and the default (flash) stays.
 import contextlib
 import json
 import os
+import platform
 import statistics
 import tempfile
 import time
@@ -62,8 +63,6 @@ def cpu_has_bf16_matmul(flags: set[str] | None = None) -> bool:
 
 def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
     """The CPU's model name, e.g. "AMD EPYC 7B13" (/proc/cpuinfo), else the platform's processor name."""
-    import platform
-
     return cpuinfo_field("model name", cpuinfo) or platform.processor() or platform.machine() or "unknown CPU"
 
 

@@ -15,6 +15,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from vanilla_transformer.checkpoints.kinds import CheckpointError, check_folder_kind
 from vanilla_transformer.checkpoints.validate import check_checkpoint
+from vanilla_transformer.cli.options import UsageError
 from vanilla_transformer.files import (
     OutputError,
     RunLock,
@@ -28,7 +29,7 @@ from vanilla_transformer.files import (
     staging_name,
 )
 from vanilla_transformer.training.average_checkpoints import CHECKPOINT_PATTERN
-from vanilla_transformer.training.messages import UsageError, log
+from vanilla_transformer.training.messages import log
 from vanilla_transformer.training.trainer import write_model_card
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import datasets
 from transformers import AutoTokenizer
 
+from vanilla_transformer.cli.options import UsageError
 from vanilla_transformer.training.arrow_columns import length_columns, select_kept
 from vanilla_transformer.training.cleaning import clean_corpus, describe_cleaning, drop_empty_sides
 from vanilla_transformer.training.corpus_cache import (
@@ -27,7 +28,7 @@ from vanilla_transformer.training.corpus_cache import (
     sample_texts,
     tokenize_corpus,
 )
-from vanilla_transformer.training.messages import DataError, UsageError
+from vanilla_transformer.training.messages import DataError
 from vanilla_transformer.training.streaming import StreamingTokenBatches
 
 

@@ -22,7 +22,7 @@ import time
 from transformers import TrainerState, set_seed
 
 from vanilla_transformer.extras import check_extra
-from vanilla_transformer.files import OutputError, TextFileError, writing_errors
+from vanilla_transformer.files import writing_errors
 from vanilla_transformer.training.arguments import parse_arguments, precision_question
 from vanilla_transformer.training.average_checkpoints import saved_weights
 from vanilla_transformer.training.build import (
@@ -35,7 +35,7 @@ from vanilla_transformer.training.build import (
 )
 from vanilla_transformer.training.context import RunContext
 from vanilla_transformer.training.evaluation import average_last_checkpoints, evaluate, sample_translations
-from vanilla_transformer.training.messages import DataError, UsageError, log
+from vanilla_transformer.training.messages import log
 from vanilla_transformer.training.precision import default_precision, precision_in_use
 from vanilla_transformer.training.presets import PRESETS
 from vanilla_transformer.training.run_folder import (
@@ -132,17 +132,12 @@ def run(data_args, model_args, training_args, callbacks=None) -> dict:
     return metrics
 
 
-def check_requirements() -> None:
-
-    try:
-        check_extra(["accelerate", "datasets", "sacrebleu", "sacremoses", "num2words"], "train", "Training")
-    except ImportError as error:
-        sys.exit(f"error: {error}")
-
-
 def main(argv: list[str] | None = None, callbacks=None) -> dict:
-    """Command-line entry point; `callbacks` (TrainerCallback instances) are for programmatic use."""
-    check_requirements()
+    """The recipe: parse `argv` (the options of `vanilla-transformer train`) and run it; `callbacks`
+    (TrainerCallback instances) are for programmatic use. Problems are exceptions with one-line messages, which the
+    command line (`cli.main`) reports with its exit-code rule: `cli.options.UsageError` for options that do not go
+    together (2), `DataError`, `TextFileError`, `OutputError` and a missing extra for the rest (1)."""
+    check_extra(["accelerate", "datasets", "sacrebleu", "sacremoses", "num2words"], "train", "Training")
 
     data_args, model_args, training_args, explicit = parse_arguments(argv)
 
@@ -152,12 +147,10 @@ def main(argv: list[str] | None = None, callbacks=None) -> dict:
         question = precision_question(model_args, PRESETS[data_args.preset], training_args.use_cpu)
         chosen = default_precision(**question)[1]
     log(training_args, f"Precision: {chosen}")
-    try:
-        return run(data_args, model_args, training_args, callbacks=callbacks)
-    except (UsageError, DataError, TextFileError, OutputError) as error:
-        sys.exit(f"error: {error}")
+    return run(data_args, model_args, training_args, callbacks=callbacks)
 
 
+if __name__ == "__main__":  # `python -m vanilla_transformer.training.train`: the train command and its exit-code rule
+    from vanilla_transformer.cli.main import main as command_line
 
-if __name__ == "__main__":
-    main()
+    command_line(["train", *sys.argv[1:]])

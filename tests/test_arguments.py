@@ -6,6 +6,8 @@ import pytest
 from transformers import GenerationConfig
 
 from helpers import run_main
+from vanilla_transformer.cli.main import main as cli_main
+from vanilla_transformer.cli.options import UsageError
 from vanilla_transformer.training.arguments import DataArguments, parse_arguments
 from vanilla_transformer.training.presets import PRESETS, paper_learning_rate
 from vanilla_transformer.training.trainer import TranslationTrainingArguments
@@ -42,16 +44,21 @@ def test_learning_rate_is_settled_while_parsing():
 
 
 def test_paper_learning_rate_needs_a_warmup_in_steps(capsys):
-    code, _, stderr = run_main(parse_arguments, ["--report_to", "none", "--warmup_steps", "0.1"], capsys)
-    assert code == 1 and stderr.count("\n") == 1 and "needs --warmup_steps >= 1" in stderr, stderr
+    """A usage error of the train command: exit status 2, its usage and one error line."""
+    with pytest.raises(UsageError, match="needs --warmup_steps >= 1"):
+        parse_arguments(["--report_to", "none", "--warmup_steps", "0.1"])
+    code, _, stderr = run_main(cli_main, ["train", "--report_to", "none", "--warmup_steps", "0.1"], capsys)
+    assert code == 2 and stderr.startswith("usage: vanilla-transformer train") and "Traceback" not in stderr, stderr
+    assert stderr.strip().splitlines()[-1].endswith("needs --warmup_steps >= 1; give --learning_rate to choose one "
+                                                    "yourself."), stderr
 
 
 def test_paper_learning_rate_from_an_unreadable_checkpoint_is_one_line(tmp_path, capsys):
     (tmp_path / "config.json").write_text("{not json", encoding="utf-8")
-    code, _, stderr = run_main(parse_arguments, ["--report_to", "none", "--model_name_or_path", str(tmp_path)],
+    code, _, stderr = run_main(cli_main, ["train", "--report_to", "none", "--model_name_or_path", str(tmp_path)],
                                capsys)
     assert code == 1 and stderr.count("\n") == 1 and "cannot read its config" in stderr, stderr
-    assert "Traceback" not in stderr
+    assert stderr.startswith("vanilla-transformer train: error: --model_name_or_path") and "Traceback" not in stderr
 
 
 def test_time_budget_without_max_steps_plans_and_refuses_a_schedule_it_cannot_plan(capsys):

@@ -4,12 +4,14 @@ range, SIGTERM right after requests arrive, and public answers that would show t
 
 import shutil
 
+import httpx
 import pytest
-from serve_fixtures import SENTENCES
+from serve_fixtures import SENTENCES, post, server_in_thread
 
 pytest.importorskip("fastapi")
 pytest.importorskip("sentencex")
 
+from vanilla_transformer.serve import ServeSettings  # noqa: E402
 from vanilla_transformer.serve.engine import TranslationEngine  # noqa: E402
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -51,3 +53,174 @@ def test_a_checkpoint_changed_on_disk_changes_no_answer_of_a_running_engine(chan
         with open(weights, "r+b") as file:
             file.truncate(100)
     assert engine.translate(SENTENCES) == before  # a truncated mapped file would be SIGBUS here
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Requests that break parsers: one JSON error with its 4xx status, never a traceback
+
+
+@pytest.fixture(scope="module")
+def engine(served_model_dir):
+    return TranslationEngine(served_model_dir, source_lang="en", target_lang="de")
+
+
+def no_traceback_logged(caplog):
+    assert "Traceback" not in caplog.text
+    assert not [record for record in caplog.records if record.exc_info], caplog.text
+
+
+def server_log(caplog) -> list[str]:
+    return [record.getMessage() for record in caplog.records if record.name == "vanilla_transformer.serve"]
+
+
+JSON = {"Content-Type": "application/json"}
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+BREAKING = [
+    # (body, headers, status, what the error says)
+    (b'{"q": "two\\ud800", "source": "en", "target": "de"}', JSON, 400, "q holds a lone surrogate"),
+    (b'{"q": ["a", "\\udfff b"], "source": "en", "target": "de"}', JSON, 400, "q holds a lone surrogate"),
+    (b'{"q": "a", "source": "en\\ud800", "target": "de"}', JSON, 400, "source holds a lone surrogate"),
+    (b'{"q": "a", "source": "en", "target": "de", "api_key": "\\ud800"}', JSON, 400, "api_key holds a lone"),
+    (b'{"q": "a", "source": "en", "target": "de", "\\ud800": 1}', JSON, 400, "a field holds a lone surrogate"),
+    (b'{"q": "a", "source": "en", "target": "de", "x": {"y": ["\\ud800"]}}', JSON, 400, "x holds a lone"),
+    (b'{"q": ' + b"[" * 100_000 + b"]" * 100_000 + b', "source": "en", "target": "de"}', JSON, 400,
+     "nested too deeply"),
+    (b"--b\r\nxx", {"Content-Type": "multipart/form-data"}, 400, "the form cannot be read"),
+]
+
+
+@pytest.mark.parametrize("body, headers, status, message", BREAKING, ids=[m for *_, m in BREAKING])
+def test_requests_that_break_parsers_get_one_json_error(engine, caplog, body, headers, status, message):
+    with caplog.at_level("INFO"), server_in_thread(engine, ServeSettings()) as url:
+        response = httpx.post(f"{url}/translate", content=body, headers=headers, timeout=60)
+        assert response.status_code == status, response.text
+        assert list(response.json()) == ["error"] and message in response.json()["error"]
+        assert post(url, q=SENTENCES[0], source="en", target="de").status_code == 200  # still serving
+    no_traceback_logged(caplog)
+
+
+@pytest.mark.parametrize("fragment", ["<![ x", "<p>a <![ b", "<!--" * 300 + "x", "<a x='y>" + "z" * 50,
+                                      "</P>" + SENTENCES[1] + "<script>var s = '<b>"])
+def test_malformed_html_is_translated_around_its_markup(engine, caplog, fragment):
+    with caplog.at_level("INFO"), server_in_thread(engine, ServeSettings()) as url:
+        response = post(url, q=fragment, source="en", target="de", format="html")
+    assert response.status_code == 200, response.text
+    from vanilla_transformer.serve.markup import split_markup
+
+    markup = split_markup(fragment)
+    assert len(markup.texts) <= 1
+    if not markup.texts:
+        assert response.json() == {"translatedText": fragment}
+    no_traceback_logged(caplog)
+
+
+def test_a_form_with_bytes_that_are_not_utf8_is_read(engine, caplog):
+    with caplog.at_level("INFO"), server_in_thread(engine, ServeSettings()) as url:
+        response = httpx.post(f"{url}/translate", content=b"q=two%ED%A0%80&source=en&target=de", headers=FORM)
+    assert response.status_code == 200, response.text  # the stray bytes read as U+FFFD, as browsers do
+    no_traceback_logged(caplog)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The log: one line per request, whatever the client sends or does
+
+
+def test_a_line_break_in_the_path_cannot_forge_a_log_line(engine, caplog):
+    with caplog.at_level("INFO"), server_in_thread(engine, ServeSettings()) as url:
+        assert httpx.get(f"{url}/x%0a127.0.0.1%20GET%20/health%20200%0d%1b[2J").status_code == 404
+    lines = [message for message in server_log(caplog) if "/x" in message]
+    assert len(lines) == 1 and "\n" not in lines[0] and "\r" not in lines[0] and "\x1b" not in lines[0], lines
+    assert "/x\\n127.0.0.1 GET /health 200\\r\\x1b[2J 404" in lines[0]
+
+
+def test_a_client_gone_mid_body_is_one_log_line(engine, caplog):
+    import socket
+    import time
+
+    with caplog.at_level("INFO"), server_in_thread(engine, ServeSettings()) as url:
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 1000\r\n\r\n{\"q\": \"two")
+            time.sleep(0.3)
+        deadline = time.monotonic() + 10
+        while "499" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert post(url, q=SENTENCES[0], source="en", target="de").status_code == 200
+    lines = [message for message in server_log(caplog) if "POST /translate 499" in message]
+    assert len(lines) == 1 and "the client disconnected" in lines[0], caplog.text
+    no_traceback_logged(caplog)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Work off the event loop
+
+
+def test_a_request_being_split_does_not_hold_up_health(served_model_dir):
+    """Eight requests whose preparation takes a second each: /health still answers at once."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    class SlowCounting(TranslationEngine):
+        def count_tokens(self, sentences):
+            time.sleep(1.0)  # stands for CPU work on a large request
+            return super().count_tokens(sentences)
+
+    slow = SlowCounting(served_model_dir, source_lang="en", target_lang="de")
+    with server_in_thread(slow, ServeSettings()) as url, ThreadPoolExecutor(8) as pool:
+        started = threading.Barrier(9)
+
+        def send(sentence):
+            started.wait()
+            return post(url, q=sentence, source="en", target="de")
+
+        answers = [pool.submit(send, sentence) for sentence in SENTENCES[:8]]
+        started.wait()
+        time.sleep(0.2)
+        before = time.perf_counter()
+        assert httpx.get(f"{url}/health", timeout=30).status_code == 200
+        waited = time.perf_counter() - before
+        assert all(answer.result(timeout=60).status_code == 200 for answer in answers)
+    assert waited < 2.0, waited  # on the event loop, the eight seconds of preparation would come first
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Proxy headers, public answers, /metrics
+
+
+def test_x_forwarded_for_cannot_get_around_the_request_limit(engine):
+    with server_in_thread(engine, ServeSettings(req_limit=2)) as url:  # the command's default: trust no proxy
+        statuses = [httpx.post(f"{url}/translate", json={"q": SENTENCES[0], "source": "en", "target": "de"},
+                               headers={"X-Forwarded-For": f"10.0.0.{i}"}).status_code for i in range(4)]
+    assert statuses == [200, 200, 429, 429]
+
+
+def test_x_forwarded_for_is_the_client_behind_a_trusted_proxy(engine, caplog):
+    with caplog.at_level("INFO"), server_in_thread(engine, ServeSettings(req_limit=2),
+                                                   forwarded_allow_ips="127.0.0.1") as url:
+        statuses = [httpx.post(f"{url}/translate", json={"q": SENTENCES[0], "source": "en", "target": "de"},
+                               headers={"X-Forwarded-For": f"10.0.0.{i % 2}"}).status_code for i in range(5)]
+    assert statuses == [200, 200, 200, 200, 429]
+    assert "10.0.0.1 POST /translate 200" in caplog.text
+
+
+def test_public_answers_show_no_path(served_model_dir):
+    engine = TranslationEngine(served_model_dir)
+    with server_in_thread(engine, ServeSettings()) as url:
+        answers = [httpx.get(f"{url}{route}").text for route in ("/health", "/openapi.json", "/docs", "/languages",
+                                                                  "/frontend/settings", "/metrics", "/nothing")]
+    assert httpx.Response(200, text=answers[0]).json() == {"status": "ok", "model": "PyTorch, en -> de"}
+    for answer in answers:
+        assert served_model_dir not in answer and "/tmp" not in answer
+
+
+def test_metrics_need_an_api_key_when_the_server_has_keys(engine):
+    with server_in_thread(engine, ServeSettings(api_keys=frozenset({"k-1", "k-2"}))) as url:
+        assert httpx.get(f"{url}/metrics").status_code == 403
+        assert httpx.get(f"{url}/metrics", params={"api_key": "k-3"}).json() == {"error": "Invalid API key"}
+        assert httpx.get(f"{url}/metrics", headers={"Authorization": "Bearer k-9"}).status_code == 403
+        with_header = httpx.get(f"{url}/metrics", headers={"Authorization": "Bearer k-2"})
+        with_query = httpx.get(f"{url}/metrics", params={"api_key": "k-1"})
+    assert with_header.status_code == with_query.status_code == 200
+    assert "vt_requests_total" in with_header.text

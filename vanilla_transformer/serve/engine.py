@@ -14,6 +14,7 @@ The language pair is read from the folder's model card (README.md, whose `langua
 codes, as `cards.model_card` writes it) unless given.
 """
 
+import copy
 import os
 from pathlib import Path
 
@@ -101,6 +102,9 @@ class TranslationEngine:
         self.kind, self.model, self.tokenizer = loaded.kind, loaded.model, loaded.tokenizer
         if isinstance(self.model, torch.nn.Module):
             in_own_memory(self.model)
+        # token counts are asked for from other threads than the batcher's, while `translate` sets padding on the
+        # tokenizer (a Rust object that refuses use from two threads while one changes it): a copy of its own
+        self._counting_tokenizer = copy.deepcopy(self.tokenizer)
         self.max_input_tokens = self._max_input_tokens()
 
     def _max_input_tokens(self) -> int:
@@ -113,7 +117,7 @@ class TranslationEngine:
 
     def count_tokens(self, sentences: list[str]) -> list[int]:
         """Source tokens of each sentence (with its special tokens), as the engine will read it."""
-        return [len(ids) for ids in self.tokenizer(sentences)["input_ids"]] if sentences else []
+        return [len(ids) for ids in self._counting_tokenizer(sentences)["input_ids"]] if sentences else []
 
     def translate(self, sentences: list[str]) -> list[str]:
         """The translation of each sentence, in one batch."""

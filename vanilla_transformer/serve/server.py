@@ -4,14 +4,60 @@ On SIGTERM (or SIGINT) uvicorn stops accepting connections, lets the requests in
 `graceful_s`), shuts the app down, and then raises the signal again so that the default handler ends the process
 with it. `serve` installs its own handler for both signals first, which uvicorn puts back after its shutdown: the
 raised signal then only records that it came, and `serve` returns, so the command exits 0.
+
+`DrainingServer` answers every request that reached the server before the signal: uvicorn alone closes the
+listening socket at once (the connections the kernel has accepted for it but the event loop has not taken yet are
+reset) and closes each connection whose request it has not read yet. It first goes on accepting for
+`ACCEPT_GRACE_S`, then stops accepting and gives the connections it took last `READ_GRACE_S` to have their
+requests read; only then does uvicorn's shutdown begin.
+
+Proxy headers (X-Forwarded-For, X-Forwarded-Proto) are trusted from the addresses `forwarded_allow_ips` names
+only (`--forwarded-allow-ips`); by default from none, so a client cannot choose the address that --req-limit
+counts and the log shows (uvicorn alone trusts them from 127.0.0.1, or from $FORWARDED_ALLOW_IPS).
 """
 
+import asyncio
 import logging
 import signal
 import socket
 
 logger = logging.getLogger("vanilla_transformer.serve")
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# seconds to go on accepting after a stop signal, then to read the requests of the connections accepted last
+ACCEPT_GRACE_S = 0.2
+READ_GRACE_S = 0.3
+
+
+def _draining_server_class():
+    import uvicorn
+
+    class DrainingServer(uvicorn.Server):
+        """uvicorn's server, answering the requests that reached it before a stop signal (the module's docstring)."""
+
+        async def shutdown(self, sockets=None):
+            await asyncio.sleep(ACCEPT_GRACE_S)
+            for server in self.servers:
+                server.close()
+            await asyncio.sleep(READ_GRACE_S)
+            await super().shutdown(sockets=sockets)
+
+    return DrainingServer
+
+
+def uvicorn_options(forwarded_allow_ips: str | None = None, graceful_s: float = 60.0,
+                    log_level: str = "info") -> dict:
+    """uvicorn.Config's options for this server: no access log of uvicorn's (the app logs each request), proxy
+    headers from `forwarded_allow_ips` only (None: from nobody)."""
+    return dict(log_level=log_level, access_log=False, timeout_graceful_shutdown=graceful_s, lifespan="on",
+                log_config=None, proxy_headers=forwarded_allow_ips is not None,
+                forwarded_allow_ips=forwarded_allow_ips or "")
+
+
+def make_server(app, **options):
+    """A `DrainingServer` for `app` with `uvicorn_options(**options)`."""
+    import uvicorn
+
+    return _draining_server_class()(uvicorn.Config(app, **uvicorn_options(**options)))
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -30,16 +76,14 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 def serve(app, host: str = "127.0.0.1", port: int = 5000, *, graceful_s: float = 60.0,
-          log_level: str = "info") -> list[int]:
+          log_level: str = "info", forwarded_allow_ips: str | None = None) -> list[int]:
     """Serve `app` until SIGTERM or SIGINT; returns the signals that stopped it (after the in-flight requests were
-    answered). Prints "Serving at http://HOST:PORT" once listening (the port is the one bound, for port 0)."""
-    import uvicorn
-
+    answered). Prints "Serving at http://HOST:PORT" once listening (the port is the one bound, for port 0).
+    `forwarded_allow_ips`: the proxies whose X-Forwarded-For is trusted (comma-separated addresses or networks,
+    "*" for all; None: none)."""
     sock = listening_socket(host, port)
     bound_port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level=log_level, access_log=False, timeout_graceful_shutdown=graceful_s,
-                            lifespan="on", log_config=None)
-    server = uvicorn.Server(config)
+    server = make_server(app, forwarded_allow_ips=forwarded_allow_ips, graceful_s=graceful_s, log_level=log_level)
     received: list[int] = []
     previous = {sig: signal.signal(sig, lambda sig, frame: received.append(sig)) for sig in STOP_SIGNALS}
     shown = f"[{host}]" if ":" in host else host
@@ -56,4 +100,4 @@ def serve(app, host: str = "127.0.0.1", port: int = 5000, *, graceful_s: float =
     return received
 
 
-__all__ = ["listening_socket", "serve"]
+__all__ = ["ACCEPT_GRACE_S", "READ_GRACE_S", "listening_socket", "make_server", "serve", "uvicorn_options"]

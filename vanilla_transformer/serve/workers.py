@@ -30,17 +30,22 @@ def app_from_environment():
     return create_app(TranslationEngine(**spec["engine"]), ServeSettings(**settings))
 
 
-def serve_workers(engine_options: dict, settings, host: str, port: int, workers: int, graceful_s: float) -> None:
-    """Serve with `workers` processes until SIGTERM or Ctrl-C. `engine_options`: `TranslationEngine`'s arguments."""
+def serve_workers(engine_options: dict, settings, host: str, port: int, workers: int, graceful_s: float,
+                  forwarded_allow_ips: str | None = None) -> None:
+    """Serve with `workers` processes until SIGTERM or Ctrl-C. `engine_options`: `TranslationEngine`'s arguments;
+    `forwarded_allow_ips` as for `server.serve`."""
     import uvicorn
+
+    from vanilla_transformer.serve.server import uvicorn_options
 
     fields = dataclasses.asdict(settings)
     fields["api_keys"] = sorted(settings.api_keys) if settings.api_keys is not None else None
     os.environ[SPEC_VARIABLE] = json.dumps({"engine": engine_options, "settings": fields})
     logging.getLogger("vanilla_transformer.serve").info("Serving at http://%s:%d with %d worker processes", host,
                                                         port, workers)
+    options = uvicorn_options(forwarded_allow_ips=forwarded_allow_ips, graceful_s=graceful_s)
     uvicorn.run("vanilla_transformer.serve.workers:app_from_environment", factory=True, host=host, port=port,
-                workers=workers, log_config=None, access_log=False, timeout_graceful_shutdown=graceful_s)
+                workers=workers, **options)
 
 
 __all__ = ["SPEC_VARIABLE", "app_from_environment", "serve_workers"]

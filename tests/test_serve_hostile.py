@@ -224,3 +224,52 @@ def test_metrics_need_an_api_key_when_the_server_has_keys(engine):
         with_query = httpx.get(f"{url}/metrics", params={"api_key": "k-1"})
     assert with_header.status_code == with_query.status_code == 200
     assert "vt_requests_total" in with_header.text
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# SIGTERM right after requests arrive
+
+
+def sent_request(port: int, sentence: str):
+    """A socket with a whole /translate request of `sentence` sent on it (Connection: close)."""
+    import json
+    import socket
+
+    body = json.dumps({"q": sentence, "source": "en", "target": "de"}).encode()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    sock.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    return sock
+
+
+def answer_of(sock) -> str:
+    """The status line of the answer on `sock`, or what happened instead."""
+    chunks = []
+    try:
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    except OSError as error:
+        return repr(error)
+    finally:
+        sock.close()
+    return b"".join(chunks).split(b"\r\n", 1)[0].decode() or "closed unanswered"
+
+
+@pytest.mark.parametrize("attempt", [0, 1, 2])
+def test_sigterm_right_after_requests_arrive_answers_every_one(served_model_dir, attempt):
+    """Requests sent 50 ms before SIGTERM (whole, each on a connection of its own): each is answered, none reset
+    unanswered, and the command exits 0."""
+    import time
+
+    from serve_fixtures import ServerProcess
+
+    server = ServerProcess([served_model_dir])
+    try:
+        sockets = [sent_request(server.port, sentence) for sentence in SENTENCES * 4]
+        time.sleep(0.05)
+        server.process.terminate()
+        answers = [answer_of(sock) for sock in sockets]
+    finally:
+        status = server.stop()
+    assert answers == ["HTTP/1.1 200 OK"] * len(sockets), answers
+    assert status == 0, "\n".join(server.log)

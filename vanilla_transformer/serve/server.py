@@ -7,9 +7,11 @@ raised signal then only records that it came, and `serve` returns, so the comman
 
 `DrainingServer` answers every request that reached the server before the signal: uvicorn alone closes the
 listening socket at once (the connections the kernel has accepted for it but the event loop has not taken yet are
-reset) and closes each connection whose request it has not read yet. It first goes on accepting for
-`ACCEPT_GRACE_S`, then stops accepting and gives the connections it took last `READ_GRACE_S` to have their
-requests read; only then does uvicorn's shutdown begin.
+reset) and closes each connection whose request it has not read yet, which a busy event loop (the engine holding
+the interpreter's lock) leaves many of. It first goes on accepting for `ACCEPT_GRACE_S` and until the kernel's
+queue of connections is empty (Linux tells its length), then stops accepting and waits until every connection
+has sent its first request (up to `READ_GRACE_S`); only then does uvicorn's shutdown begin. Each wait ends after
+`DRAIN_LIMIT_S` whatever the load.
 
 Proxy headers (X-Forwarded-For, X-Forwarded-Proto) are trusted from the addresses `forwarded_allow_ips` names
 only (`--forwarded-allow-ips`); by default from none, so a client cannot choose the address that --req-limit
@@ -20,12 +22,33 @@ import asyncio
 import logging
 import signal
 import socket
+import struct
 
 logger = logging.getLogger("vanilla_transformer.serve")
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-# seconds to go on accepting after a stop signal, then to read the requests of the connections accepted last
-ACCEPT_GRACE_S = 0.2
-READ_GRACE_S = 0.3
+# seconds to go on accepting after a stop signal; most seconds to wait for the accept queue to empty, and for
+# connections accepted without a request yet to send it
+ACCEPT_GRACE_S = 0.1
+DRAIN_LIMIT_S = 5.0
+READ_GRACE_S = 2.0
+# Linux's struct tcp_info: for a listening socket, tcpi_unacked (at this offset) is the length of its accept queue
+_TCP_INFO_QUEUE = 24
+
+
+def accept_queue_length(sock) -> int:
+    """Connections the kernel has accepted on listening socket `sock` that the server has not taken yet (0 where
+    the system does not say)."""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    except (AttributeError, OSError):  # not Linux, or not a TCP socket
+        return 0
+    return struct.unpack_from("I", info, _TCP_INFO_QUEUE)[0] if len(info) >= _TCP_INFO_QUEUE + 4 else 0
+
+
+async def _wait_until(condition, seconds: float) -> None:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not condition() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)
 
 
 def _draining_server_class():
@@ -36,9 +59,13 @@ def _draining_server_class():
 
         async def shutdown(self, sockets=None):
             await asyncio.sleep(ACCEPT_GRACE_S)
+            listening = [sock for server in self.servers for sock in server.sockets]
+            await _wait_until(lambda: not any(accept_queue_length(sock) for sock in listening), DRAIN_LIMIT_S)
             for server in self.servers:
                 server.close()
-            await asyncio.sleep(READ_GRACE_S)
+            # a connection whose first request the event loop has not read yet has no request cycle
+            await _wait_until(lambda: all(getattr(connection, "cycle", True) is not None
+                                          for connection in self.server_state.connections), READ_GRACE_S)
             await super().shutdown(sockets=sockets)
 
     return DrainingServer
@@ -100,4 +127,4 @@ def serve(app, host: str = "127.0.0.1", port: int = 5000, *, graceful_s: float =
     return received
 
 
-__all__ = ["ACCEPT_GRACE_S", "READ_GRACE_S", "listening_socket", "make_server", "serve", "uvicorn_options"]
+__all__ = ["accept_queue_length", "listening_socket", "make_server", "serve", "uvicorn_options"]

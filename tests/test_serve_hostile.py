@@ -273,3 +273,46 @@ def test_sigterm_right_after_requests_arrive_answers_every_one(served_model_dir,
         status = server.stop()
     assert answers == ["HTTP/1.1 200 OK"] * len(sockets), answers
     assert status == 0, "\n".join(server.log)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Options that would break the server: refused at start, with one line
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--batch-wait-ms", "inf"], "--batch-wait-ms must be from 0 to 60000, got inf"),
+    (["--batch-wait-ms", "nan"], "--batch-wait-ms must be from 0 to 60000, got nan"),
+    (["--timeout", "inf"], "--timeout must be from 0.001 to 86400, got inf"),
+    (["--num-beams", "100000"], "--num-beams must be from 1 to 64, got 100000"),
+    (["--port", "65536"], "--port must be from 0 to 65535, got 65536"),
+    (["--port", "-1"], "--port must be from 0 to 65535, got -1"),
+    (["--host", ""], "--host must be a host name or an IP address"),
+    (["--host", "local host"], "--host must be a host name or an IP address"),
+    (["--max-batch-tokens", "1e9"], "--max-batch-tokens '1e9' is not an integer"),
+    (["--body-limit", str(1 << 40)], "--body-limit must be from 1 to"),
+    (["--workers", "100000"], "--workers must be from 1 to 256"),
+    (["--forwarded-allow-ips", "10.0.0.1,proxy"], "'proxy' is neither"),
+    (["--batch-wait-ms", "5000", "--timeout", "2"], "--batch-wait-ms 5000 is not shorter than --timeout 2 s"),
+])
+def test_options_out_of_range_are_usage_errors(options, message, served_model_dir, capsys):
+    from helpers import run_main
+    from vanilla_transformer.cli.main import main
+
+    code, out, err = run_main(main, ["serve", served_model_dir, *options], capsys)
+    assert code == 2 and out == "", err
+    assert err.strip().splitlines()[-1].startswith("vanilla-transformer serve: error: "), err
+    assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("card", ["---\nlanguage: [en, de\n---\n", "---\n- en\n- de\n---\n",
+                                  "---\nlanguage: {a: [}\n---\n", "---\n\tlanguage: en\n---\n"])
+def test_a_broken_model_card_is_one_line(card, served_model_dir, tmp_path, capsys):
+    from helpers import run_main
+    from vanilla_transformer.cli.main import main
+
+    folder = tmp_path / "model"
+    shutil.copytree(served_model_dir, folder)
+    (folder / "README.md").write_text(card, encoding="utf-8")
+    code, out, err = run_main(main, ["serve", str(folder), "--port", "0"], capsys)
+    assert code == 1 and out == "", err
+    assert err.strip().count("\n") == 0 and "cannot be read as a model card" in err, err

@@ -14,6 +14,7 @@ import os
 
 from vanilla_transformer.serve.app import create_app
 from vanilla_transformer.serve.engine import TranslationEngine
+from vanilla_transformer.serve.server import uvicorn_options
 from vanilla_transformer.serve.settings import ServeSettings
 
 SPEC_VARIABLE = "VANILLA_TRANSFORMER_SERVE_SPEC"
@@ -35,8 +36,6 @@ def serve_workers(engine_options: dict, settings, host: str, port: int, workers:
     """Serve with `workers` processes until SIGTERM or Ctrl-C. `engine_options`: `TranslationEngine`'s arguments;
     `forwarded_allow_ips` as for `server.serve`."""
     import uvicorn
-
-    from vanilla_transformer.serve.server import uvicorn_options
 
     fields = dataclasses.asdict(settings)
     fields["api_keys"] = sorted(settings.api_keys) if settings.api_keys is not None else None

@@ -53,15 +53,14 @@ def post(url: str, timeout: float = 60, **fields) -> httpx.Response:
 
 
 @contextmanager
-def server_in_thread(engine, settings):
-    """The app of `engine` under `settings` served by uvicorn in a thread; yields its base URL."""
-    import uvicorn
-
+def server_in_thread(engine, settings, **options):
+    """The app of `engine` under `settings` served in a thread as the command serves it (`server.make_server`, with
+    `options` such as forwarded_allow_ips); yields its base URL."""
     from vanilla_transformer.serve.app import create_app
-    from vanilla_transformer.serve.server import listening_socket
+    from vanilla_transformer.serve.server import listening_socket, make_server
 
     sock = listening_socket("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(create_app(engine, settings), log_level="warning", lifespan="on"))
+    server = make_server(create_app(engine, settings), log_level="warning", **options)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

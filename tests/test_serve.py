@@ -278,7 +278,7 @@ def test_the_metrics_are_prometheus_text(command):
 
     post(command.url, q=SENTENCES[3], source="en", target="de", api_key=API_KEY)
     families = {family.name: family for family in text_string_to_metric_families(httpx.get(
-        f"{command.url}/metrics").text)}
+        f"{command.url}/metrics", headers={"Authorization": f"Bearer {API_KEY}"}).text)}
     assert {"vt_requests", "vt_request_seconds", "vt_batch_sentences", "vt_engine_seconds"} <= set(families)
     ok = [sample for sample in families["vt_requests"].samples
           if sample.labels == {"route": "/translate", "status": "200"} and sample.name == "vt_requests_total"]

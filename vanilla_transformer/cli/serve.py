@@ -11,16 +11,57 @@ requests in flight and exits 0. The guide is docs/serve.md.
 """
 
 import argparse
+import ipaddress
 import logging
+import math
 
-from vanilla_transformer.cli.options import (
-    UsageError,
-    checked,
-    existing_file,
-    non_negative_int,
-    positive_float,
-    positive_int,
-)
+from vanilla_transformer.cli.options import UsageError, checked, existing_file
+
+# the largest values the options take: beyond them a server would run out of memory or never answer, so a typo
+# (an extra zero, "inf") is a usage error at start rather than a server that breaks under its first requests
+MOST_BEAMS = 64
+MOST_TEXTS = 100_000  # --char-limit, --batch-limit, --req-limit, --max-batch-tokens: ten million, a million
+MOST_BODY_BYTES = 1 << 30
+MOST_SECONDS = 24 * 3600.0  # --timeout
+MOST_BATCH_WAIT_MS = 60_000.0
+MOST_WORKERS = 256
+
+
+def in_range(kind: type, low, high):
+    """An argparse type (for `checked`): a finite `kind` (int or float) from `low` to `high`."""
+
+    def convert(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if not math.isfinite(value) or not low <= value <= high:  # NaN and infinities too
+            raise argparse.ArgumentTypeError(f"must be from {low:g} to {high:g}, got {text}")
+        return value
+
+    convert.__name__ = f"{kind.__name__}_from_{low:g}_to_{high:g}"
+    return convert
+
+
+def host_address(text: str) -> str:
+    """An address to listen on: a name or an IP address, not empty ("" would listen on every interface)."""
+    if not text or not text.isprintable() or any(character.isspace() for character in text):
+        raise argparse.ArgumentTypeError(f"must be a host name or an IP address (0.0.0.0 for every interface), "
+                                         f"got {text!r}")
+    return text
+
+
+def proxy_addresses(text: str) -> str:
+    """--forwarded-allow-ips: comma-separated IP addresses or networks (10.0.0.0/8), or "*" for every client."""
+    items = [item.strip() for item in text.split(",")]
+    for item in items:
+        if item != "*":
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"must be IP addresses or networks separated by commas, or *; "
+                                                 f"{item!r} is neither") from None
+    return ",".join(items)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -37,37 +78,44 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("model", metavar="MODEL", help="saved model folder (PyTorch) or CTranslate2 export")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", action=checked(non_negative_int), default=5000,
+    parser.add_argument("--host", action=checked(host_address), default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
+    parser.add_argument("--port", action=checked(in_range(int, 0, 65535)), default=5000,
                         help="port to listen on (default 5000; 0 picks a free one)")
     parser.add_argument("--engine", choices=ENGINES, default="auto",
                         help="pytorch or ctranslate2 (default: what the folder holds)")
     parser.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda when available)")
     parser.add_argument("--compute-type", default="default", help="CTranslate2 only: int8, float32, ...")
-    parser.add_argument("--num-beams", action=checked(positive_int),
+    parser.add_argument("--num-beams", action=checked(in_range(int, 1, MOST_BEAMS)),
                         help="beam size (default: the model's generation_config)")
     parser.add_argument("--source-lang", help="the model's source language code (default: from its model card)")
     parser.add_argument("--target-lang", help="the model's target language code (default: from its model card)")
     limits = parser.add_argument_group("limits")
-    limits.add_argument("--char-limit", action=checked(positive_int), default=defaults.char_limit,
+    limits.add_argument("--char-limit", action=checked(in_range(int, 1, 100 * MOST_TEXTS)), default=defaults.char_limit,
                         help="most characters of q per request (default %(default)s)")
-    limits.add_argument("--batch-limit", action=checked(positive_int), default=defaults.batch_limit,
+    limits.add_argument("--batch-limit", action=checked(in_range(int, 1, MOST_TEXTS)), default=defaults.batch_limit,
                         help="most texts in a q list (default %(default)s)")
-    limits.add_argument("--body-limit", action=checked(positive_int), default=defaults.body_limit,
+    limits.add_argument("--body-limit", action=checked(in_range(int, 1, MOST_BODY_BYTES)), default=defaults.body_limit,
                         help="most bytes of a request body (default %(default)s)")
-    limits.add_argument("--timeout", action=checked(positive_float), default=defaults.timeout,
+    limits.add_argument("--timeout", action=checked(in_range(float, 0.001, MOST_SECONDS)), default=defaults.timeout,
                         help="seconds a request may wait for its translation before a 503 (default %(default)g)")
-    limits.add_argument("--req-limit", action=checked(positive_int),
+    limits.add_argument("--req-limit", action=checked(in_range(int, 1, 10 * MOST_TEXTS)),
                         help="most /translate requests per minute per client address (default: no limit)")
     limits.add_argument("--api-keys", metavar="FILE", action=checked(existing_file),
-                        help="file of API keys, one a line: /translate then needs api_key")
+                        help="file of API keys, one a line: /translate (api_key) and /metrics then need one")
+    limits.add_argument("--forwarded-allow-ips", metavar="ADDRESSES", action=checked(proxy_addresses),
+                        help="proxies whose X-Forwarded-For gives the client's address (for --req-limit and the "
+                             "log): IP addresses or networks separated by commas, or * (default: trust no proxy "
+                             "header)")
     batching = parser.add_argument_group("batching")
-    batching.add_argument("--max-batch-tokens", action=checked(positive_int), default=defaults.max_batch_tokens,
+    batching.add_argument("--max-batch-tokens", action=checked(in_range(int, 1, 10 * MOST_TEXTS)),
+                          default=defaults.max_batch_tokens,
                           help="most source tokens in one engine call (default %(default)s)")
-    batching.add_argument("--batch-wait-ms", action=checked(positive_float), default=defaults.batch_wait_ms,
+    batching.add_argument("--batch-wait-ms", action=checked(in_range(float, 0, MOST_BATCH_WAIT_MS)),
+                          default=defaults.batch_wait_ms,
                           help="how long to wait for more sentences to batch (default %(default)g ms)")
     batching.add_argument("--no-batching", action="store_true", help="one sentence per engine call")
-    parser.add_argument("--workers", action=checked(positive_int), default=1,
+    parser.add_argument("--workers", action=checked(in_range(int, 1, MOST_WORKERS)), default=1,
                         help="server processes sharing the address, each with its own copy of the model (default 1)")
     parser.add_argument("--no-cors", action="store_true", help="send no CORS headers (browsers of other origins "
                                                                "cannot call the server)")
@@ -89,6 +137,9 @@ def settings_from_args(args: argparse.Namespace):
 def check(args: argparse.Namespace) -> None:
     if args.workers > 1 and args.port == 0:
         raise UsageError("--workers needs a --port of its own (0 picks one per process)")
+    if args.batch_wait_ms >= args.timeout * 1000:
+        raise UsageError(f"--batch-wait-ms {args.batch_wait_ms:g} is not shorter than --timeout {args.timeout:g} s: "
+                         "every request would time out waiting for its batch")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -109,6 +160,8 @@ def run(args: argparse.Namespace) -> None:
     engine = TranslationEngine(**options)  # loaded here first: a bad folder or option fails before any worker
     if args.workers > 1:
         del engine
-        serve_workers(options, settings, args.host, args.port, args.workers, graceful_s=args.timeout + 5)
+        serve_workers(options, settings, args.host, args.port, args.workers, graceful_s=args.timeout + 5,
+                      forwarded_allow_ips=args.forwarded_allow_ips)
     else:
-        serve(create_app(engine, settings), args.host, args.port, graceful_s=args.timeout + 5)
+        serve(create_app(engine, settings), args.host, args.port, graceful_s=args.timeout + 5,
+              forwarded_allow_ips=args.forwarded_allow_ips)

@@ -4,50 +4,75 @@ GET /frontend/settings (what LibreTranslate's web clients ask first), with OpenA
 `create_app(engine, settings)` builds the FastAPI app around a loaded `engine.TranslationEngine`; its lifespan starts
 the batcher thread and stops it after the last request in flight (uvicorn shuts the app down only then). Every
 answer that is not a translation is {"error": "..."} with its status, as LibreTranslate answers.
+
+What a request costs the CPU before and after the engine (sentence splitting, HTML, token counts, putting the
+translations back) runs in a small thread pool, never on the event loop, so a large request does not hold up the
+others or /health. The access log (`AccessLog`) is also the last resort: an exception no route answered becomes a
+JSON 500 and one log line, a client gone before its answer one line (status 499, as nginx logs it), never a
+traceback; what a client sent reaches the log escaped (`loggable`), so it cannot forge lines. Public answers name
+no path of the server's machine; /metrics needs an API key when the server has keys.
 """
 
+import asyncio
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from vanilla_transformer.serve.batcher import DynamicBatcher, TranslationError
 from vanilla_transformer.serve.engine import language_name
 from vanilla_transformer.serve.limits import BodyLimit, RateLimiter, key_is_valid
 from vanilla_transformer.serve.markup import join_markup, split_markup
 from vanilla_transformer.serve.metrics import ServeMetrics
-from vanilla_transformer.serve.protocol import ApiError, TranslateRequest, check_request, read_fields
+from vanilla_transformer.serve.protocol import ApiError, TranslateRequest, check_request, loggable, read_fields
 from vanilla_transformer.serve.settings import ServeSettings
 from vanilla_transformer.serve.text import join_sentences, split_sentences
 
 logger = logging.getLogger("vanilla_transformer.serve")
+# threads for the CPU work of requests (splitting, HTML, token counts): off the event loop, and few, as they share
+# the interpreter's lock
+PREPARE_THREADS = 2
 
 
-async def translate_texts(request: TranslateRequest, engine, batcher: DynamicBatcher,
-                          settings: ServeSettings) -> list[str]:
-    """The translation of each text of `request`: its sentences (of each text node, for html) through the batcher,
-    put back together."""
+def _split(request: TranslateRequest, engine):
+    """(documents, splits, sentences, tokens) of `request`: its HTML documents (None for text), the sentence split
+    of each text node or text, all the sentences in order and their token counts."""
     documents = [split_markup(text) if request.format == "html" else None for text in request.texts]
     pieces = [list(document.texts) if document else [text] for document, text in zip(documents, request.texts)]
     splits = [[split_sentences(piece, engine.source_lang) for piece in text_pieces] for text_pieces in pieces]
     sentences = [sentence for text_splits in splits for split in text_splits for sentence in split.sentences]
-    tokens = engine.count_tokens(sentences)
+    return documents, splits, sentences, engine.count_tokens(sentences)
+
+
+def _join(documents, splits, translations: list[str]) -> list[str]:
+    translated = iter(translations)
+    answers = []
+    for document, text_splits in zip(documents, splits):
+        joined = [join_sentences(split, [next(translated) for _ in split.sentences]) for split in text_splits]
+        answers.append(join_markup(document, joined) if document else joined[0])
+    return answers
+
+
+async def translate_texts(request: TranslateRequest, engine, batcher: DynamicBatcher, settings: ServeSettings,
+                          pool: ThreadPoolExecutor | None = None) -> list[str]:
+    """The translation of each text of `request`: its sentences (of each text node, for html) through the batcher,
+    put back together. The splitting and joining run in `pool` (default: asyncio's own)."""
+    loop = asyncio.get_running_loop()
+    documents, splits, sentences, tokens = await loop.run_in_executor(pool, _split, request, engine)
     longest = max(range(len(tokens)), key=tokens.__getitem__, default=None)
     limit = engine.max_input_tokens  # None: unknown, the engine's own refusal answers 400 (batcher)
     if longest is not None and limit is not None and tokens[longest] > limit:
         raise ApiError(400, f"Invalid request: a sentence of q is {tokens[longest]} tokens long, over the "
                             f"{limit} tokens this model reads: "
                             f"{sentences[longest][:60]!r}{'...' if len(sentences[longest]) > 60 else ''}")
-    translations = iter(await batcher.translate(sentences, tokens, settings.timeout))
-    answers = []
-    for document, text_splits in zip(documents, splits):
-        joined = [join_sentences(split, [next(translations) for _ in split.sentences]) for split in text_splits]
-        answers.append(join_markup(document, joined) if document else joined[0])
-    return answers
+    translations = await batcher.translate(sentences, tokens, settings.timeout)
+    return await loop.run_in_executor(pool, _join, documents, splits, translations)
 
 
 def error_response(status: int, message: str, headers: dict | None = None) -> JSONResponse:
@@ -56,7 +81,7 @@ def error_response(status: int, message: str, headers: dict | None = None) -> JS
 
 class AccessLog:
     """ASGI middleware: one log line and the metrics of each HTTP request (route, status, milliseconds, client,
-    and what the route put in `request.state.log`)."""
+    and what the route put in `request.state.log`); and the last resort for exceptions no route answered."""
 
     def __init__(self, app, metrics: ServeMetrics):
         self.app, self.metrics = app, metrics
@@ -64,7 +89,7 @@ class AccessLog:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        started, status = time.perf_counter(), [500]
+        started, status, note = time.perf_counter(), [None], ""
 
         async def send_status(message):
             if message["type"] == "http.response.start":
@@ -73,15 +98,23 @@ class AccessLog:
 
         try:
             await self.app(scope, receive, send_status)
+        except ClientDisconnect:  # gone before its body came: nobody to answer
+            status[0], note = status[0] or 499, "the client disconnected"
+        except Exception as error:  # a bug of ours: one JSON answer and one log line, not a traceback
+            note = f"failed: {type(error).__name__}: {' '.join(str(error).split())}"
+            if status[0] is None:
+                status[0] = 500
+                await error_response(500, "the server failed on this request (see its log)")(scope, receive, send)
         finally:
             seconds = time.perf_counter() - started
             route = scope["path"] if scope["path"] in ROUTES else "other"
-            self.metrics.requests.labels(route=route, status=str(status[0])).inc()
+            self.metrics.requests.labels(route=route, status=str(status[0] or 500)).inc()
             self.metrics.latency.labels(route=route).observe(seconds)
             client = scope.get("client") or ("-", 0)
-            extra = scope.get("state", {}).get("log", "")
-            logger.info("%s %s %s %d %.1f ms%s", client[0], scope["method"], scope["path"], status[0],
-                        seconds * 1000, f" {extra}" if extra else "")
+            extra = " ".join(part for part in (scope.get("state", {}).get("log", ""), note) if part)
+            logger.log(logging.ERROR if note.startswith("failed") else logging.INFO, "%s %s %s %d %.1f ms%s",
+                       loggable(client[0]), loggable(scope["method"]), loggable(scope["path"]), status[0] or 500,
+                       seconds * 1000, f" {loggable(extra)}" if extra else "")
 
 
 ROUTES = ("/translate", "/languages", "/health", "/metrics", "/frontend/settings")
@@ -90,6 +123,15 @@ ROUTES = ("/translate", "/languages", "/health", "/metrics", "/frontend/settings
 def _describe_request(request: TranslateRequest, settings: ServeSettings) -> str:
     described = f"texts={len(request.texts)} chars={sum(map(len, request.texts))} format={request.format}"
     return described + (f" q={request.texts!r}" if settings.log_texts else "")
+
+
+def _metrics_key(request: Request) -> str | None:
+    """The API key a /metrics request gives: `Authorization: Bearer KEY` (Prometheus' `authorization`), or the
+    `api_key` query parameter."""
+    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return request.query_params.get("api_key")
 
 
 def add_routes(app: FastAPI, engine, settings: ServeSettings, metrics: ServeMetrics) -> None:
@@ -114,7 +156,7 @@ def add_routes(app: FastAPI, engine, settings: ServeSettings, metrics: ServeMetr
             checked = check_request(fields, source_lang=engine.source_lang, target_lang=engine.target_lang,
                                     char_limit=settings.char_limit, batch_limit=settings.batch_limit)
             request.state.log = _describe_request(checked, settings)
-            translations = await translate_texts(checked, engine, app.state.batcher, settings)
+            translations = await translate_texts(checked, engine, app.state.batcher, settings, app.state.pool)
         except (ApiError, TranslationError) as error:
             return error_response(error.status, error.message, getattr(error, "headers", None))
         answer = {"translatedText": translations if checked.as_list else translations[0]}
@@ -132,10 +174,18 @@ def add_routes(app: FastAPI, engine, settings: ServeSettings, metrics: ServeMetr
     async def health_route():
         if not engine.is_usable() or app.state.batcher is None:
             return error_response(503, "the translation engine is not loaded")
-        return {"status": "ok", "model": engine.describe()}
+        return {"status": "ok", "model": engine.describe(path=False)}
 
-    @app.get("/metrics", summary="Prometheus metrics: requests, latency, batch sizes, engine time")
-    async def metrics_route():
+    @app.get("/metrics", summary="Prometheus metrics: requests, latency, batch sizes, engine time (with the server's "
+                                 "API keys, one of them as a bearer token or api_key)")
+    async def metrics_route(request: Request):
+        if settings.api_keys is not None:
+            key = _metrics_key(request)
+            if not key:
+                return error_response(403, "Missing API key: /metrics needs an api_key or an Authorization: Bearer "
+                                           "header on this server")
+            if not key_is_valid(key, settings.api_keys):
+                return error_response(403, "Invalid API key")
         return Response(metrics.text(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.get("/frontend/settings", summary="LibreTranslate's client settings: limits and the language pair")
@@ -158,16 +208,18 @@ def create_app(engine, settings: ServeSettings | None = None) -> FastAPI:
                                  wait_s=settings.batch_wait_ms / 1000, batching=settings.batching)
         batcher.start()
         app.state.batcher = batcher
+        app.state.pool = ThreadPoolExecutor(PREPARE_THREADS, thread_name_prefix="request-text")
         logger.info("Translating %s", engine.describe())
         try:
             yield
         finally:
             app.state.batcher = None
             batcher.stop()
+            app.state.pool.shutdown()
 
     app = FastAPI(title="vanilla-transformer serve", lifespan=lifespan,
-                  description=f"LibreTranslate-compatible translation with {engine.describe()}")
-    app.state.batcher = None
+                  description=f"LibreTranslate-compatible translation with {engine.describe(path=False)}")
+    app.state.batcher = app.state.pool = None
     app.state.metrics = metrics
     add_routes(app, engine, settings, metrics)
 

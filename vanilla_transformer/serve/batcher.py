@@ -19,6 +19,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from vanilla_transformer.serve.protocol import loggable
+
 logger = logging.getLogger("vanilla_transformer.serve")
 _STOP = object()
 
@@ -182,7 +184,7 @@ class DynamicBatcher:
                 self._run([sentence for sentence in batch if sentence.request is request])
             return
         logger.error("the engine failed on a batch of %d sentences from %d requests (%s); loading it again",
-                     len(batch), len(requests), message)
+                     len(batch), len(requests), loggable(message))
         self.metrics.engine_failures.inc()
         for request in requests:
             request.fail(TranslationError(503, "the translation engine failed while translating this request and "
@@ -190,7 +192,7 @@ class DynamicBatcher:
         try:
             self.engine.restart()
         except Exception as restart_error:  # the next batches will fail (503) and try again
-            logger.error("the engine could not be loaded again: %s", " ".join(str(restart_error).split()))
+            logger.error("the engine could not be loaded again: %s", loggable(" ".join(str(restart_error).split())))
 
 
 __all__ = ["DynamicBatcher", "TranslationError"]

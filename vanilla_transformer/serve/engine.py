@@ -5,13 +5,21 @@ sentences of a batch (so a sentence gets exactly what `vanilla-transformer trans
 folder's generation config unless `generate_kwargs` say otherwise. `restart()` loads the folder again, for when the
 engine failed in a way that may have left it unusable (an unloaded CTranslate2 model, a CUDA error).
 
+A running server's answers do not depend on the files: a PyTorch model's weights are copied out of the memory map
+that `from_pretrained` reads `model.safetensors` through (`in_own_memory`), so a checkpoint written over the file
+changes nothing and a truncated one cannot end the process with SIGBUS; CTranslate2 and the tokenizers read their
+files into memory when they load.
+
 The language pair is read from the folder's model card (README.md, whose `language:` lists the source and target
 codes, as `cards.model_card` writes it) unless given.
 """
 
+import copy
 import os
 from pathlib import Path
 
+import torch
+import yaml
 from huggingface_hub import ModelCard
 
 from vanilla_transformer.cards.model_card import LANGUAGE_CODE, LANGUAGE_NAMES
@@ -27,7 +35,7 @@ def card_languages(folder: str | os.PathLike) -> tuple[str | None, str | None]:
         return None, None
     try:
         languages = ModelCard.load(card_path).data.language
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, TypeError, yaml.YAMLError) as error:  # TypeError: front matter not a mapping
         raise ValueError(f"{card_path} cannot be read as a model card ({' '.join(str(error).split())})") from None
     if isinstance(languages, str):
         languages = [languages]
@@ -53,6 +61,21 @@ def model_languages(folder: str | os.PathLike, source_lang: str | None = None,
     return source, target
 
 
+def in_own_memory(model: torch.nn.Module) -> None:
+    """Copy `model`'s CPU parameters and buffers into memory of the process's own, out of any file they are mapped
+    from; tensors that share memory (tied weights) still share it."""
+    copies: dict[int, torch.UntypedStorage] = {}
+    for tensor in [*model.parameters(), *model.buffers()]:
+        if tensor.device.type != "cpu":  # already copied to the device
+            continue
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in copies:
+            copies[storage.data_ptr()] = storage.clone()
+        with torch.no_grad():
+            tensor.data = torch.empty(0, dtype=tensor.dtype).set_(copies[storage.data_ptr()], tensor.storage_offset(),
+                                                                  tensor.size(), tensor.stride())
+
+
 def language_name(code: str) -> str:
     return LANGUAGE_NAMES.get(code, code)
 
@@ -74,6 +97,11 @@ class TranslationEngine:
     def load(self) -> None:
         loaded = load_checkpoint(self.path, **self.load_options)
         self.kind, self.model, self.tokenizer = loaded.kind, loaded.model, loaded.tokenizer
+        if isinstance(self.model, torch.nn.Module):
+            in_own_memory(self.model)
+        # token counts are asked for from other threads than the batcher's, while `translate` sets padding on the
+        # tokenizer (a Rust object that refuses use from two threads while one changes it): a copy of its own
+        self._counting_tokenizer = copy.deepcopy(self.tokenizer)
         self.max_input_tokens = self._max_input_tokens()
 
     def _max_input_tokens(self) -> int | None:
@@ -89,7 +117,7 @@ class TranslationEngine:
 
     def count_tokens(self, sentences: list[str]) -> list[int]:
         """Source tokens of each sentence (with its special tokens), as the engine will read it."""
-        return [len(ids) for ids in self.tokenizer(sentences)["input_ids"]] if sentences else []
+        return [len(ids) for ids in self._counting_tokenizer(sentences)["input_ids"]] if sentences else []
 
     def translate(self, sentences: list[str]) -> list[str]:
         """The translation of each sentence, in one batch."""
@@ -105,9 +133,12 @@ class TranslationEngine:
         """Load the folder again (after a failure that may have broken the loaded model)."""
         self.load()
 
-    def describe(self) -> str:
+    def describe(self, path: bool = True) -> str:
+        """What is served, for the log: "FOLDER (engine, source -> target)"; `path=False` leaves the folder out (for
+        public answers, which show no path of the server's machine)."""
         engine = "CTranslate2" if self.kind == "ctranslate2" else "PyTorch"
-        return f"{self.path} ({engine}, {self.source_lang} -> {self.target_lang})"
+        described = f"{engine}, {self.source_lang} -> {self.target_lang}"
+        return f"{self.path} ({described})" if path else described
 
 
-__all__ = ["TranslationEngine", "card_languages", "language_name", "model_languages"]
+__all__ = ["TranslationEngine", "card_languages", "in_own_memory", "language_name", "model_languages"]

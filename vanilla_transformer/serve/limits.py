@@ -80,12 +80,12 @@ class BodyLimit:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.limit:
-                    raise _BodyTooLarge
+                    raise BodyTooLarge
             return message
 
         try:
             await self.app(scope, counted_receive, send)
-        except _BodyTooLarge:
+        except BodyTooLarge:
             await self._refuse(send)
 
     async def _refuse(self, send):
@@ -96,8 +96,8 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-class _BodyTooLarge(Exception):
-    pass
+class BodyTooLarge(Exception):
+    """Raised by `BodyLimit`'s receive when a body streams in over the limit; `BodyLimit` answers it (413)."""
 
 
-__all__ = ["BodyLimit", "RateLimiter", "key_is_valid", "read_api_keys"]
+__all__ = ["BodyLimit", "BodyTooLarge", "RateLimiter", "key_is_valid", "read_api_keys"]

@@ -3,10 +3,19 @@
 `read_fields` takes the fields from a JSON object or a form (URL-encoded or multipart), over the query string's;
 `check_request` turns them into a `TranslateRequest` or raises `ApiError` with the status and message a
 LibreTranslate client expects (400 bad input, 403 API key). Translating it is `app.translate_texts`.
+
+Whatever the body holds, reading it ends in fields or in an `ApiError`: JSON nested deeper than the parser goes is
+a 400, and so is a string anywhere in the fields that is not Unicode text (a lone surrogate such as the escaped
+`\ud800`, which JSON allows and nothing after the parser can encode).
 """
 
 import json
+import re
 from dataclasses import dataclass
+
+from starlette.requests import ClientDisconnect
+
+from vanilla_transformer.serve.limits import BodyTooLarge
 
 FORMATS = ("text", "html")
 _JSON_TYPES = {bool: "a boolean", int: "a number", float: "a number", dict: "an object", list: "a list",
@@ -29,8 +38,37 @@ class TranslateRequest:
     auto_source: bool  # source was "auto": answer with detectedLanguage
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _kind(value) -> str:
     return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def check_unicode(fields: dict) -> None:
+    """An `ApiError` (400) when a string anywhere in `fields` (names, values, nested lists and objects) holds a
+    surrogate code point: it is no Unicode text, and would fail whatever encodes it later (tokenizer, log, answer)."""
+    waiting: list = [("", fields)]  # (the top-level field it is in, value): a loop, as JSON may nest deep
+    while waiting:
+        field, value = waiting.pop()
+        if isinstance(value, dict):
+            for name, item in value.items():
+                waiting.append((field or name, name))
+                waiting.append((field or name, item))
+        elif isinstance(value, list):
+            waiting.extend((field, item) for item in value)
+        elif isinstance(value, str) and not value.isascii() and _SURROGATE.search(value):
+            shown = field if field.isascii() and field.isprintable() and len(field) <= 40 else "a field"
+            raise ApiError(400, f"Invalid request: {shown} holds a lone surrogate (such as \\ud800), which is not "
+                                "Unicode text")
+
+
+def loggable(text) -> str:
+    """`text` as one line of printable characters: what a client sent (a path, an address from a proxy header,
+    an engine's message about a text) with its line breaks and control characters escaped, so that it cannot
+    forge log lines."""
+    text = str(text)
+    return text if text.isprintable() else repr(text)[1:-1]
 
 
 async def read_fields(request) -> dict:
@@ -43,12 +81,16 @@ async def read_fields(request) -> dict:
             data = json.loads(body)
         except (UnicodeDecodeError, ValueError) as error:
             raise ApiError(400, f"Invalid request: the body is not valid JSON ({error})") from None
+        except RecursionError:
+            raise ApiError(400, "Invalid request: the JSON body is nested too deeply") from None
         if not isinstance(data, dict):
             raise ApiError(400, f"Invalid request: the JSON body must be an object of fields, got {_kind(data)}")
         fields.update(data)
     elif content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
         try:
             form = await request.form()
+        except (BodyTooLarge, ClientDisconnect):  # not the form's fault: the app's middleware answers these
+            raise
         except Exception as error:  # python-multipart's parse errors have no common base class
             raise ApiError(400, f"Invalid request: the form cannot be read ({' '.join(str(error).split())})") from None
         for name in form:
@@ -57,6 +99,7 @@ async def read_fields(request) -> dict:
     elif content_type and await request.body():
         raise ApiError(400, f"Invalid request: send the fields as JSON (application/json) or a form, not "
                             f"{content_type}")
+    check_unicode(fields)
     return fields
 
 
@@ -106,4 +149,4 @@ def check_request(fields: dict, *, source_lang: str, target_lang: str, char_limi
     return TranslateRequest(texts=texts, as_list=as_list, format=text_format, auto_source=source == "auto")
 
 
-__all__ = ["FORMATS", "ApiError", "TranslateRequest", "check_request", "read_fields"]
+__all__ = ["FORMATS", "ApiError", "TranslateRequest", "check_request", "check_unicode", "loggable", "read_fields"]

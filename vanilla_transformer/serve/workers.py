@@ -14,6 +14,7 @@ import os
 
 from vanilla_transformer.serve.app import create_app
 from vanilla_transformer.serve.engine import TranslationEngine
+from vanilla_transformer.serve.server import uvicorn_options
 from vanilla_transformer.serve.settings import ServeSettings
 
 SPEC_VARIABLE = "VANILLA_TRANSFORMER_SERVE_SPEC"
@@ -30,8 +31,10 @@ def app_from_environment():
     return create_app(TranslationEngine(**spec["engine"]), ServeSettings(**settings))
 
 
-def serve_workers(engine_options: dict, settings, host: str, port: int, workers: int, graceful_s: float) -> None:
-    """Serve with `workers` processes until SIGTERM or Ctrl-C. `engine_options`: `TranslationEngine`'s arguments."""
+def serve_workers(engine_options: dict, settings, host: str, port: int, workers: int, graceful_s: float,
+                  forwarded_allow_ips: str | None = None) -> None:
+    """Serve with `workers` processes until SIGTERM or Ctrl-C. `engine_options`: `TranslationEngine`'s arguments;
+    `forwarded_allow_ips` as for `server.serve`."""
     import uvicorn
 
     fields = dataclasses.asdict(settings)
@@ -39,8 +42,9 @@ def serve_workers(engine_options: dict, settings, host: str, port: int, workers:
     os.environ[SPEC_VARIABLE] = json.dumps({"engine": engine_options, "settings": fields})
     logging.getLogger("vanilla_transformer.serve").info("Serving at http://%s:%d with %d worker processes", host,
                                                         port, workers)
+    options = uvicorn_options(forwarded_allow_ips=forwarded_allow_ips, graceful_s=graceful_s)
     uvicorn.run("vanilla_transformer.serve.workers:app_from_environment", factory=True, host=host, port=port,
-                workers=workers, log_config=None, access_log=False, timeout_graceful_shutdown=graceful_s)
+                workers=workers, **options)
 
 
 __all__ = ["SPEC_VARIABLE", "app_from_environment", "serve_workers"]

@@ -74,7 +74,7 @@ def translate(
     """
     texts = list(texts)
     translations = []
-    with tqdm(total=len(texts), disable=not progress, unit="sent", desc="Translating", file=sys.stderr) as bar:
+    with progress_bar(len(texts), show=progress) as bar:
         for chunk in translate_chunks(model, tokenizer, texts, chunk_size=max(len(texts), 1), batch_size=batch_size,
                                       max_length_a=max_length_a, max_length_b=max_length_b, bar=bar,
                                       **generate_kwargs):
@@ -117,6 +117,12 @@ def translate_chunks(
         bound = (max_length_a, max_length_b) if bounded else None
         yield _translate_chunk(model, tokenizer, chunk, batch_size, bound, generate_kwargs, bar)
         index += 1
+
+
+def progress_bar(total: int | None, *, initial: int = 0, show: bool = True) -> tqdm:
+    """The bar of sentences translated on stderr: sentences/s, and the time left when `total` is known."""
+    return tqdm(total=total, initial=initial, disable=not show, unit="sent", desc="Translating", file=sys.stderr,
+                dynamic_ncols=True)
 
 
 def manual_seed(model, seed: int) -> None:
@@ -167,4 +173,4 @@ def length_bound(model, source_lengths: list[int], a: float = MAX_LENGTH_A, b: f
 
 
 __all__ = ["CHUNK_SIZE", "ENGINES", "length_bound", "load_model", "load_model_and_tokenizer", "manual_seed",
-           "translate", "translate_chunks"]
+           "progress_bar", "translate", "translate_chunks"]

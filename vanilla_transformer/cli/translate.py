@@ -16,6 +16,7 @@ by `vanilla-transformer export ctranslate2` is translated by CTranslate2 (`--eng
 """
 
 import argparse
+import gzip
 import os
 import sys
 
@@ -172,36 +173,16 @@ def _translate_options(args: argparse.Namespace) -> dict:
     return options
 
 
-def _count_lines(path: str) -> int:
-    """The lines of a (gzip'd) file, as `files.text.iter_text_lines` counts them, for the progress bar's total."""
-    import gzip
-
-    from vanilla_transformer.files.text import GZIP_MAGIC
-
-    with open(path, "rb") as raw:
-        gzipped = raw.read(2) == GZIP_MAGIC
-    count, last = 0, b"\n"
-    with (gzip.open if gzipped else open)(path, "rb") as f:
-        while block := f.read(1 << 20):
-            count += block.count(b"\n")
-            last = block[-1:]
-    return count + (last != b"\n")
-
-
 def _encode(lines, gzipped: bool) -> bytes:
-    import gzip
-
     data = "".join(line + "\n" for line in lines).encode("utf-8")
     return gzip.compress(data, mtime=0) if gzipped else data
 
 
 def run(args: argparse.Namespace) -> None:
-    from tqdm.auto import tqdm
-
     from vanilla_transformer.checkpoints.load import load_checkpoint
     from vanilla_transformer.files.errors import TextFileError
-    from vanilla_transformer.files.text import iter_text_lines
-    from vanilla_transformer.translate import CHUNK_SIZE, TRANSLATION_KINDS, translate_chunks
+    from vanilla_transformer.files.text import count_text_lines, iter_text_lines
+    from vanilla_transformer.translate import CHUNK_SIZE, TRANSLATION_KINDS, progress_bar, translate_chunks
 
     loaded = load_checkpoint(args.model, kinds=TRANSLATION_KINDS, device=args.device, engine=args.engine,
                              compute_type=args.compute_type, purpose="translate")
@@ -213,9 +194,8 @@ def run(args: argparse.Namespace) -> None:
         for _ in zip(range(done), lines):  # what the interrupted run did
             pass
     progress = bool(args.input) and not args.no_progress
-    total = _count_lines(args.input) if progress and args.input != "-" else None
-    with tqdm(total=total, initial=done, disable=not progress, unit="sent", desc="Translating", file=sys.stderr,
-              dynamic_ncols=True) as bar:
+    total = count_text_lines(args.input) if progress and args.input != "-" else None
+    with progress_bar(total, initial=done, show=progress) as bar:
         chunks = translate_chunks(loaded.model, loaded.tokenizer, lines, chunk_size=CHUNK_SIZE,
                                   first_chunk=done // CHUNK_SIZE, bar=bar, **_translate_options(args))
         try:

@@ -65,6 +65,19 @@ def iter_text_lines(path_or_stream, what: str = "input file"):
             raise TextFileError(f"The {what} {name} cannot be read after byte {position}: {error}.") from None
 
 
+def count_text_lines(path) -> int:
+    """How many lines `iter_text_lines` finds in the (gzip'd) file `path`, counted in blocks (for a progress bar's
+    total): its "\\n"s, and one more when the last line has none."""
+    with open(path, "rb") as raw:
+        gzipped = raw.read(2) == GZIP_MAGIC
+    count, last = 0, b"\n"
+    with (gzip.open if gzipped else open)(path, "rb") as f:
+        while block := f.read(1 << 20):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
 def _hint(data: bytes, start: int) -> str:
     if start == 0 and data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         return " (it looks like UTF-16: convert it with iconv -f UTF-16 -t UTF-8)"
@@ -138,4 +151,4 @@ def _read_bytes(path_or_stream, what: str) -> tuple[str, bytes]:
     return name, bytes(data)
 
 
-__all__ = ["BOM", "GZIP_MAGIC", "iter_text_lines", "read_text_lines"]
+__all__ = ["BOM", "GZIP_MAGIC", "count_text_lines", "iter_text_lines", "read_text_lines"]

@@ -198,18 +198,31 @@ class CTranslate2Translator:
         generate forces as its last token is no token of the result here)."""
         limits = self._row_limits(kwargs.pop("logits_processor", None))
         options = self.translate_options(**kwargs)
-        if limits is not None:
-            options["max_decoding_length"] = max(1, min(options["max_decoding_length"], max(limits)))
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         rows = [[self.source_tokens[i] for i, keep in zip(ids, mask) if keep]
                 for ids, mask in zip(input_ids.tolist(), attention_mask.tolist())]
+        if limits is None:
+            return self._translate(rows, options)
+        # one call per bound under beam search (a longer allowance may change which hypothesis wins); one call,
+        # each row cut to its bound, for greedy search and sampling, which pick each row's tokens alone
+        groups = {}
+        for index, limit in enumerate(limits):
+            groups.setdefault(limit if options.get("beam_size", 1) > 1 else None, []).append(index)
+        outputs = [None] * len(rows)
+        for indices in groups.values():
+            longest = max(limits[i] for i in indices)
+            group_options = {**options, "max_decoding_length": max(1, min(options["max_decoding_length"], longest))}
+            for i, ids in zip(indices, self._translate([rows[i] for i in indices], group_options)):
+                outputs[i] = ids[: limits[i]]
+        return outputs
+
+    def _translate(self, rows: list[list[str]], options: dict) -> list[list[int]]:
         try:
             results = self.translator.translate_batch(rows, max_input_length=0, **options)
         except RuntimeError as error:  # e.g. "No position encodings are defined for positions >= 1024, ..."
             raise ValueError(f"CTranslate2 cannot translate this batch: {error}") from None
-        outputs = [[self.target_ids[token] for token in result.hypotheses[0]] for result in results]
-        return outputs if limits is None else [ids[:limit] for ids, limit in zip(outputs, limits)]
+        return [[self.target_ids[token] for token in result.hypotheses[0]] for result in results]
 
     @staticmethod
     def _row_limits(processors) -> list[int] | None:

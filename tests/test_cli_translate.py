@@ -6,7 +6,10 @@ returns, line for line, what `model.generate` gives for each sentence alone.
 """
 
 import io
+import json
 import os
+import signal
+import subprocess
 
 import pytest
 import torch
@@ -15,7 +18,7 @@ from helpers import run_main, tiny_config
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.cli.main import main
 from vanilla_transformer.training.tokenizer import train_tokenizer
-from vanilla_transformer.translate import load_model_and_tokenizer
+from vanilla_transformer.translate import load_model_and_tokenizer, translate
 
 num2words = pytest.importorskip("num2words").num2words
 
@@ -49,15 +52,22 @@ def save_tiny_translator(path: str) -> str:
     return path
 
 
-def one_at_a_time(model_dir, texts, **generate_kwargs):
+def one_at_a_time(model_dir, texts, max_length_a=2.0, max_length_b=10, **generate_kwargs):
+    """Each text translated alone by `generate`, bounded as fairseq bounds it: at most int(a * n + b) tokens (the
+    </s> the bound ends it with among them) for a source of n tokens, unless `max_new_tokens` is given."""
     model, tokenizer = load_model_and_tokenizer(model_dir, "cpu")
     results = []
     for text in texts:
         if not text.strip():
             results.append("")
             continue
+        inputs = tokenizer(text, return_tensors="pt")
+        kwargs = dict(generate_kwargs)
+        longest = int(max_length_a * inputs["input_ids"].shape[1] + max_length_b) - 1  # tokens before that </s>
+        if "max_new_tokens" not in kwargs and longest < model.generation_config.max_length - 1:
+            kwargs["max_new_tokens"] = longest
         with torch.no_grad():
-            ids = model.generate(**tokenizer(text, return_tensors="pt"), **generate_kwargs)
+            ids = model.generate(**inputs, **kwargs)
         results.append(tokenizer.decode(ids[0], skip_special_tokens=True))
     return results
 
@@ -137,3 +147,205 @@ def test_input_dash_reads_sentences_from_stdin(model_dir, monkeypatch, capsys):
     code, out, err = run_cli(["translate", "--model", model_dir, "--input", "-", "--num-beams", "1"], capsys)
     assert code == 0, err
     assert out.split("\n")[:-1] == one_at_a_time(model_dir, ["seventeen", "", "eleven"], num_beams=1)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# a corpus: streamed in chunks, line-aligned, gzip'd in and out, resumable after a kill, flat in memory
+
+
+LONG_LINE = " ".join(["two hundred and five"] * 60)  # past the tiny model's 64 positions
+CORPUS = ["\ufeffseventeen", "two hundred\rand five", "", "   ", "eleven\r", LONG_LINE, "zwölf und dreißig",
+          *[num2words(i) for i in range(40)]]
+
+
+def corpus_bytes(lines=CORPUS) -> bytes:
+    return "\r\n".join(lines).encode("utf-8")  # CRLF endings, and no newline after the last line
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Chunks of 8 lines, so that a small file takes several."""
+    import vanilla_transformer.translate as translation
+
+    monkeypatch.setattr(translation, "CHUNK_SIZE", 8)
+
+
+def test_a_corpus_in_chunks_is_line_aligned_and_equals_each_line_translated_alone(model_dir, tmp_path, capsys,
+                                                                                  small_chunks):
+    source, target = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_bytes(corpus_bytes())
+    code, out, err = run_cli(["translate", "--model", model_dir, "--input", str(source), "--output", str(target),
+                              "--batch-size", "3", "--num-beams", "1"], capsys)
+    assert code == 0, err
+    expected_input = ["seventeen", "two hundred\rand five", "", "   ", "eleven", LONG_LINE, *CORPUS[6:]]  # BOM, \r\n
+    translations = target.read_text(encoding="utf-8").split("\n")
+    assert translations[-1] == "" and len(translations[:-1]) == len(CORPUS)
+    assert translations[:-1] == one_at_a_time(model_dir, expected_input, num_beams=1)
+    assert translations[2] == translations[3] == ""  # blank lines are not sent to the model
+    assert sorted(os.listdir(tmp_path)) == ["in.txt", "out.txt"]  # no partial file or progress record left
+    assert f"{len(CORPUS)}/{len(CORPUS)}" in err
+
+
+def test_gzip_input_and_output(model_dir, tmp_path, capsys, small_chunks):
+    import gzip
+
+    plain, packed = tmp_path / "in.txt", tmp_path / "in.txt.gz"
+    plain.write_bytes(corpus_bytes())
+    packed.write_bytes(gzip.compress(corpus_bytes()))
+    code, _, err = run_cli(["translate", "--model", model_dir, "--input", str(plain), "--output",
+                            str(tmp_path / "plain.out"), "--num-beams", "1", "--no-progress"], capsys)
+    assert code == 0, err
+    code, _, err = run_cli(["translate", "--model", model_dir, "--input", str(packed), "--output",
+                            str(tmp_path / "out.gz"), "--num-beams", "1", "--no-progress"], capsys)
+    assert code == 0, err
+    expected = (tmp_path / "plain.out").read_bytes()
+    assert expected.count(b"\n") == len(CORPUS)
+    assert gzip.decompress((tmp_path / "out.gz").read_bytes()) == expected  # several gzip members, one text
+    result = subprocess.run(["gzip", "-dc", str(tmp_path / "out.gz")], capture_output=True, check=True)
+    assert result.stdout == expected
+    # sentence arguments and standard input stream into a gzip'd --output too
+    code, _, err = run_cli(["translate", "--model", model_dir, "--output", str(tmp_path / "args.gz"),
+                            "--num-beams", "1", *CORPUS[5:8]], capsys)
+    assert code == 0, err
+    assert gzip.decompress((tmp_path / "args.gz").read_bytes()).split(b"\n")[:-1] == expected.split(b"\n")[5:8]
+
+
+def _kill_at_record(argv, records: int):
+    """Run the command in a forked copy that SIGKILLs itself as it starts writing its `records`-th progress record
+    (the chunk before it is on disk in OUT.partial, but not recorded). A record is two events: the temporary file's
+    open, and its rename over OUT.progress.json."""
+    from test_files_safety import run_forked
+
+    return run_forked(lambda: main(argv), kill_at=2 * records - 1, watch=".progress.json.tmp")
+
+
+@pytest.mark.parametrize("sampling", [[], ["--sampling-topk", "0", "--sampling-temperature", "2", "--seed", "3"]],
+                         ids=["greedy", "sampling"])
+def test_a_run_killed_midway_continues_where_it_stopped(model_dir, tmp_path, capsys, small_chunks, monkeypatch,
+                                                        sampling):
+    import vanilla_transformer.translate as translation
+
+    source = tmp_path / "in.txt"
+    source.write_bytes(corpus_bytes())
+    whole, out = tmp_path / "whole.txt", tmp_path / "out.txt"
+    options = ["--model", model_dir, "--input", str(source), "--num-beams", "1", "--no-progress", *sampling]
+    code, _, err = run_cli(["translate", *options, "--output", str(whole)], capsys)
+    assert code == 0, err
+    argv = ["translate", *options, "--output", str(out)]
+    # killed after 2 chunks recorded, the 3rd written to OUT.partial but not recorded
+    code, stderr = _kill_at_record(argv, 4)[:2]
+    assert code == -signal.SIGKILL, stderr
+    assert not out.exists()  # nothing that looks finished
+    partial = tmp_path / "out.txt.partial"
+    assert partial.read_text(encoding="utf-8").count("\n") == 24
+    assert json.loads((tmp_path / "out.txt.progress.json").read_text())["lines"] == 16
+
+    translated = []
+    original = translation._translate_chunk
+
+    def counting(model, tokenizer, texts, *args):
+        translated.extend(texts)
+        return original(model, tokenizer, texts, *args)
+
+    monkeypatch.setattr(translation, "_translate_chunk", counting)
+    code, _, err = run_cli(argv, capsys)
+    assert code == 0, err
+    assert out.read_bytes() == whole.read_bytes()  # the same file as the uninterrupted run's, sampled or not
+    assert translated == [line.removesuffix("\r") for line in CORPUS[16:]]  # what was recorded is not done again
+    assert sorted(os.listdir(tmp_path)) == ["in.txt", "out.txt", "whole.txt"]
+
+
+def test_a_resumed_run_refuses_a_changed_input_or_other_options_in_one_line(model_dir, tmp_path, capsys,
+                                                                            small_chunks):
+    source, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_bytes(corpus_bytes())
+    argv = ["translate", "--model", model_dir, "--input", str(source), "--output", str(out), "--num-beams", "1",
+            "--no-progress"]
+    assert _kill_at_record(argv, 3)[0] == -signal.SIGKILL  # 8 lines recorded
+    partial = (tmp_path / "out.txt.partial").read_bytes()
+    for changed, words in [(["--num-beams", "2"], "it was started with other options"),
+                           (["--max-length-b", "3"], "it was started with other options")]:
+        code, out_text, err = run_cli([*argv, *changed], capsys)
+        line = err.strip().splitlines()[-1]
+        assert code == 2 and words in line and "give --overwrite to start again" in line, err
+        assert "Traceback" not in err
+    source.write_bytes(corpus_bytes() + b"\r\nsix")
+    code, _, err = run_cli(argv, capsys)
+    assert code == 2 and f"--input {source} changed since" in err.strip().splitlines()[-1], err
+    assert (tmp_path / "out.txt.partial").read_bytes() == partial  # refused: nothing touched
+    code, _, err = run_cli([*argv, "--overwrite"], capsys)  # started again
+    assert code == 0, err
+    assert out.read_text(encoding="utf-8").count("\n") == len(CORPUS) + 1
+    # an OUT.partial this command did not make is never touched, even with --overwrite
+    (tmp_path / "mine.txt.partial").write_text("my notes\n")
+    code, _, err = run_cli([*argv[:6], str(tmp_path / "mine.txt"), *argv[7:], "--overwrite"], capsys)
+    assert code == 2 and "no interrupted run of this command made it" in err, err
+    assert (tmp_path / "mine.txt.partial").read_text() == "my notes\n"
+
+
+def test_memory_stays_flat_on_a_file_ten_times_larger(model_dir, tmp_path, capsys, monkeypatch):
+    import tracemalloc
+
+    import vanilla_transformer.translate as translation
+
+    monkeypatch.setattr(translation, "CHUNK_SIZE", 100)
+    line = "two hundred and five thousand three hundred and seventeen " * 10
+    peaks = []
+    for lines in (10, 100, 1000):  # the first run warms caches
+        source = tmp_path / f"in{lines}.txt"
+        source.write_text((line + "\n") * lines, encoding="utf-8")
+        tracemalloc.start()
+        code, _, err = run_cli(["translate", "--model", model_dir, "--input", str(source), "--output",
+                                str(tmp_path / f"out{lines}.txt"), "--max-new-tokens", "1", "--batch-size", "100",
+                                "--no-progress"], capsys)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert code == 0, err
+        assert (tmp_path / f"out{lines}.txt").read_text().count("\n") == lines
+    # the file 10x larger costs no more than 10% more, and far less than its text (which reading it whole would add)
+    added_text = source.stat().st_size - (tmp_path / "in100.txt").stat().st_size
+    assert peaks[2] < peaks[1] * 1.1 and peaks[2] - peaks[1] < added_text / 4, (peaks, added_text)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# no runaway outputs: each translation bounded by its source's length, alone or in any batch, in both engines
+
+BOUND_TEXTS = ["TWO HUNDRED AND FIVE SEVENTEEN ELEVEN", "seventeen", "a", "", "one thousand, three hundred and five",
+               "eleven", LONG_LINE]
+
+
+def test_each_translation_is_bounded_by_its_source_length_in_any_batch(model_dir):
+    model, tokenizer = load_model_and_tokenizer(model_dir, "cpu")
+    bounded = translate(model, tokenizer, BOUND_TEXTS, batch_size=4, num_beams=1, max_length_a=0.5, max_length_b=2)
+    assert bounded == one_at_a_time(model_dir, BOUND_TEXTS, 0.5, 2, num_beams=1)  # generate, max_new_tokens by hand
+    unbounded = translate(model, tokenizer, BOUND_TEXTS, batch_size=4, num_beams=1, max_length_a=100)
+    assert unbounded == one_at_a_time(model_dir, BOUND_TEXTS, 100, num_beams=1)
+    assert all(len(a) <= len(b) for a, b in zip(bounded, unbounded)) and bounded != unbounded  # the bound bit
+
+
+def test_ctranslate2_bounds_and_samples_as_generate_does(model_dir, tmp_path, capsys):
+    pytest.importorskip("ctranslate2")
+    from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
+
+    exported = str(to_ctranslate2(model_dir, tmp_path / "ct2", quantization="float32"))
+    model, tokenizer = load_model_and_tokenizer(exported, "cpu")
+    for a, b in [(0.5, 2), (2.0, 10)]:
+        assert translate(model, tokenizer, BOUND_TEXTS, batch_size=4, num_beams=1, max_length_a=a,
+                         max_length_b=b) == one_at_a_time(model_dir, BOUND_TEXTS, a, b, num_beams=1)
+    sampled = []
+    for seed in ("1", "1", "2"):
+        code, out, err = run_cli(["translate", "--model", exported, *BOUND_TEXTS[:3], "--sampling-topk", "0",
+                                  "--sampling-temperature", "3", "--seed", seed], capsys)
+        assert code == 0, err
+        sampled.append(out)
+    greedy = run_cli(["translate", "--model", exported, *BOUND_TEXTS[:3], "--num-beams", "1"], capsys)[1]
+    assert sampled[0] == sampled[1] != sampled[2] and sampled[0] != greedy  # seeded, and sampled
+
+
+def test_sampling_options_that_cannot_work_are_usage_errors(model_dir, capsys):
+    for argv, words in [(["--sampling-topk", "5", "--num-beams", "4"], "takes no --num-beams above 1"),
+                        (["--max-new-tokens", "5", "--max-length-a", "1"], "not both"),
+                        (["--sampling-temperature", "0"], "--sampling-temperature must be positive"),
+                        (["--max-length-a", "-1"], "--max-length-a must be 0 or more")]:
+        code, out, err = run_cli(["translate", "--model", model_dir, "seven", *argv], capsys)
+        assert code == 2 and words in err.strip().splitlines()[-1] and out == "", err

@@ -345,8 +345,8 @@ def test_translate_errors_are_clear(demo_checkpoint, tmp_path, capsys):
     assert "has no tokenizer" in run_cli_error(["translate", "--model", str(out), "one"], capsys)
 
     engine = CTranslate2Translator(tmp_path / "ct2")
-    with pytest.raises(ValueError, match="does not take do_sample"):
-        engine.generate(torch.tensor([[5, 6, 2]]), do_sample=True)
+    with pytest.raises(ValueError, match="does not take top_p"):
+        engine.generate(torch.tensor([[5, 6, 2]]), do_sample=True, top_p=0.9)
     with pytest.raises(ValueError, match="No position encodings are defined for positions >= 1024"):
         engine.generate(torch.full((1, 1100), 5))  # sinusoids are exported for 1024 positions
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import GenerationMixin, LogitsProcessor, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
@@ -765,6 +765,46 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return shifted.masked_fill(shifted == -100, pad_token_id)
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# Decoding: a translation's length bounded by its source's, as fairseq (--max-len-a, --max-len-b) and Marian
+# (--max-length-factor) bound it, so that a model that never emits </s> (an upper-cased or out-of-domain sentence)
+# stops after a few times the source's length instead of at the configuration's maximum.
+
+MAX_LENGTH_A = 2.0  # target tokens allowed per source token
+MAX_LENGTH_B = 10  # plus this many
+
+
+def max_target_lengths(source_lengths, a: float = MAX_LENGTH_A, b: float = MAX_LENGTH_B) -> list[int]:
+    """The most tokens each translation may take, its </s> included: `int(a * n + b)` (at least 1) for a source of
+    `n` tokens (its </s> included). `a` and `b` are fairseq's `--max-len-a` / `--max-len-b`."""
+    if a < 0 or b < 0:
+        raise ValueError(f"max_length_a and max_length_b must be 0 or more, got {a} and {b}")
+    return [max(1, int(a * int(n) + b)) for n in source_lengths]
+
+
+class SourceLengthBound(LogitsProcessor):
+    """Force </s> as the `bounds[i]`-th generated token of row `i` (fewer when the model ends it sooner), so that one
+    batch gives each sentence the bound it would have alone. Beam search's rows are the sentences' beams in order.
+
+        generate(**inputs, max_new_tokens=max(bounds), logits_processor=[SourceLengthBound(bounds, eos_id)])
+    """
+
+    def __init__(self, bounds, eos_token_id: int, prompt_length: int = 1):
+        self.bounds = torch.as_tensor(list(bounds), dtype=torch.long)  # (batch,)
+        self.eos_token_id = eos_token_id
+        self.prompt_length = prompt_length  # the decoder start token
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        generated = input_ids.shape[1] - self.prompt_length  # tokens so far, the same in every row
+        bounds = self.bounds.to(scores.device).repeat_interleave(scores.shape[0] // len(self.bounds))  # (rows,)
+        last = generated >= bounds - 1  # (rows,): the next token is the row's last
+        if last.any():
+            scores = scores.clone()
+            scores[last] = -math.inf
+            scores[last, self.eos_token_id] = 0.0
+        return scores
+
+
 class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedModel, GenerationMixin):
     """The full model of Figure 1: encoder-decoder, then a linear projection to the vocabulary and softmax.
 
@@ -1123,6 +1163,10 @@ class VanillaTransformerForSequenceClassification(VanillaTransformerPreTrainedMo
 
 
 __all__ = [
+    "MAX_LENGTH_A",
+    "MAX_LENGTH_B",
+    "SourceLengthBound",
+    "max_target_lengths",
     "VanillaTransformerPreTrainedModel",
     "VanillaTransformerEncoder",
     "VanillaTransformerDecoder",

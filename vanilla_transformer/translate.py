@@ -5,19 +5,34 @@
     translate(model, tokenizer, ["Two dogs play in the snow."], num_beams=4)
 
 Decoding follows the model's `generation_config` (the paper's beam 4, length penalty 0.6) unless the keyword
-arguments say otherwise. Folders are opened by `checkpoints.load.load_checkpoint`; the command is `cli/translate.py`.
+arguments say otherwise, and each translation is bounded by its source's length: at most `max_length_a * n +
+max_length_b` tokens for a source of n tokens (`modeling_vanilla_transformer.max_target_lengths`, fairseq's
+`--max-len-a` / `--max-len-b`), unless `max_new_tokens` or `max_length` fixes the length instead. `translate_chunks`
+translates an iterable of lines chunk by chunk (a corpus of millions of lines in flat memory); each chunk is sorted by
+length into batches and comes back in its own order. Folders are opened by `checkpoints.load.load_checkpoint`; the
+command is `cli/translate.py`.
 """
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from itertools import islice
 
 import torch
 from tqdm.auto import tqdm
+from transformers import LogitsProcessorList
 
 from vanilla_transformer.checkpoints.load import ENGINES, load_checkpoint
+from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator, import_ctranslate2
+from vanilla_transformer.modeling_vanilla_transformer import (
+    MAX_LENGTH_A,
+    MAX_LENGTH_B,
+    SourceLengthBound,
+    max_target_lengths,
+)
 from vanilla_transformer.pipeline_translation import check_generation_parameters
 
 TRANSLATION_KINDS = ("seq2seq", "ctranslate2")
+CHUNK_SIZE = 4096  # lines read, sorted by length and translated together by `translate_chunks`
 
 
 def load_model(path: str, device: str | torch.device | None = None):
@@ -43,37 +58,119 @@ def translate(
     *,
     batch_size: int = 32,
     progress: bool = False,
+    max_length_a: float = MAX_LENGTH_A,
+    max_length_b: float = MAX_LENGTH_B,
     **generate_kwargs,
 ) -> list[str]:
     """Translate `texts` in batches of `batch_size` sentences; returns one single-line string per input text.
 
     Sentences are batched by token length (less padding) and returned in their original order. A blank text gives
-    an empty translation without running the model. `generate_kwargs` go to `model.generate` (num_beams,
-    max_new_tokens, length_penalty, ...). `progress=True` shows a tqdm bar on stderr. `model` is our model or an
-    `ctranslate2_runtime.CTranslate2Translator` (see `load_model_and_tokenizer`).
+    an empty translation without running the model. Each translation takes at most `max_length_a * n +
+    max_length_b` tokens for a source of n tokens (its </s> included), within the generation config's maximum,
+    unless `generate_kwargs` fix `max_new_tokens` or `max_length`. `generate_kwargs` go to `model.generate`
+    (num_beams, max_new_tokens, length_penalty, do_sample, top_k, temperature, ...). `progress=True` shows a tqdm bar
+    on stderr. `model` is our model or an `ctranslate2_runtime.CTranslate2Translator` (see
+    `load_model_and_tokenizer`).
     """
+    texts = list(texts)
+    translations = []
+    with progress_bar(len(texts), show=progress) as bar:
+        for chunk in translate_chunks(model, tokenizer, texts, chunk_size=max(len(texts), 1), batch_size=batch_size,
+                                      max_length_a=max_length_a, max_length_b=max_length_b, bar=bar,
+                                      **generate_kwargs):
+            translations.extend(chunk)
+    return translations
+
+
+def translate_chunks(
+    model,
+    tokenizer,
+    lines: Iterable[str],
+    *,
+    chunk_size: int = CHUNK_SIZE,
+    batch_size: int = 32,
+    max_length_a: float = MAX_LENGTH_A,
+    max_length_b: float = MAX_LENGTH_B,
+    seed: int | None = None,
+    first_chunk: int = 0,
+    bar: tqdm | None = None,
+    **generate_kwargs,
+) -> Iterator[list[str]]:
+    """Translate `lines` `chunk_size` at a time, as `translate` does; yields each chunk's translations (one per line,
+    in order) as soon as they are done, so that a file of any size is translated in the memory of one chunk.
+
+    `seed`: sampling (`do_sample=True`) draws from the seed `seed + k` for the k-th chunk, counted from `first_chunk`
+    (a run that resumes after `first_chunk` chunks draws as the run it continues would have). `bar` is updated by
+    the lines translated."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     check_generation_parameters(model.generation_config, generate_kwargs)
-    texts = list(texts)
+    bounded = not {"max_new_tokens", "max_length"} & {k for k, v in generate_kwargs.items() if v is not None}
+    max_target_lengths([], max_length_a, max_length_b)  # checks them
+    lines = iter(lines)
+    index = first_chunk
+    while chunk := list(islice(lines, chunk_size)):
+        if seed is not None:
+            manual_seed(model, seed + index)
+        bound = (max_length_a, max_length_b) if bounded else None
+        yield _translate_chunk(model, tokenizer, chunk, batch_size, bound, generate_kwargs, bar)
+        index += 1
+
+
+def progress_bar(total: int | None, *, initial: int = 0, show: bool = True) -> tqdm:
+    """The bar of sentences translated on stderr: sentences/s, and the time left when `total` is known."""
+    return tqdm(total=total, initial=initial, disable=not show, unit="sent", desc="Translating", file=sys.stderr,
+                dynamic_ncols=True)
+
+
+def manual_seed(model, seed: int) -> None:
+    """Seed the random numbers `model` samples from: CTranslate2's (a `CTranslate2Translator`), or torch's."""
+    if isinstance(model, CTranslate2Translator):
+        import_ctranslate2().set_random_seed(seed)
+    else:
+        torch.manual_seed(seed)
+
+
+def _translate_chunk(model, tokenizer, texts: list[str], batch_size: int, bound: tuple[float, float] | None,
+                     generate_kwargs: dict, bar: tqdm | None) -> list[str]:
+    """One chunk: its non-blank texts sorted by token length into batches, translated, and put back in order."""
     translations = [""] * len(texts)
     todo = [i for i, text in enumerate(texts) if text.strip()]
     input_ids = tokenizer([texts[i] for i in todo])["input_ids"] if todo else []
     ids_of = dict(zip(todo, input_ids))
     todo.sort(key=lambda i: len(ids_of[i]), reverse=True)  # longest first: an out-of-memory shows at once
-
-    with tqdm(total=len(texts), disable=not progress, unit="sent", desc="Translating", file=sys.stderr) as bar:
+    if bar is not None:
         bar.update(len(texts) - len(todo))  # blank lines
-        for start in range(0, len(todo), batch_size):
-            batch = todo[start : start + batch_size]
-            inputs = tokenizer.pad({"input_ids": [ids_of[i] for i in batch]}, return_tensors="pt")
-            inputs = {name: inputs[name].to(model.device) for name in ("input_ids", "attention_mask")}
-            with torch.inference_mode():
-                output_ids = model.generate(**inputs, **generate_kwargs)
-            for i, text in zip(batch, tokenizer.batch_decode(output_ids, skip_special_tokens=True)):
-                translations[i] = " ".join(text.splitlines())  # one line out per line in
+    for start in range(0, len(todo), batch_size):
+        batch = todo[start : start + batch_size]
+        inputs = tokenizer.pad({"input_ids": [ids_of[i] for i in batch]}, return_tensors="pt")
+        inputs = {name: inputs[name].to(model.device) for name in ("input_ids", "attention_mask")}
+        length_kwargs = {} if bound is None else length_bound(model, [len(ids_of[i]) for i in batch], *bound)
+        with torch.inference_mode():
+            output_ids = model.generate(**inputs, **generate_kwargs, **length_kwargs)
+        for i, text in zip(batch, tokenizer.batch_decode(output_ids, skip_special_tokens=True)):
+            translations[i] = " ".join(text.splitlines())  # one line out per line in
+        if bar is not None:
             bar.update(len(batch))
     return translations
 
 
-__all__ = ["ENGINES", "load_model", "load_model_and_tokenizer", "translate"]
+def length_bound(model, source_lengths: list[int], a: float = MAX_LENGTH_A, b: float = MAX_LENGTH_B) -> dict:
+    """The `generate` keywords that bound each row of a batch to `max_target_lengths(source_lengths, a, b)` tokens
+    within the generation config's own maximum: `max_new_tokens` (the longest row's) and a `SourceLengthBound`
+    `logits_processor` that ends each row at its own bound, so that a sentence gets the same translation in any
+    batch. Our model's and `CTranslate2Translator`'s `generate` take them."""
+    config = model.generation_config
+    limit = config.max_new_tokens or (config.max_length or 20) - 1  # the decoder start token counts in max_length
+    # a row whose bound is past the configuration's maximum is left to it: cut there as generate cuts every output
+    bounds = [min(bound, limit + 1) for bound in max_target_lengths(source_lengths, a, b)]
+    eos = config.eos_token_id
+    eos = eos[0] if isinstance(eos, list) else eos
+    return {"max_new_tokens": min(max(bounds), limit),
+            "logits_processor": LogitsProcessorList([SourceLengthBound(bounds, eos)])}
+
+
+__all__ = ["CHUNK_SIZE", "ENGINES", "length_bound", "load_model", "load_model_and_tokenizer", "manual_seed",
+           "progress_bar", "translate", "translate_chunks"]

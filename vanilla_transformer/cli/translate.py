@@ -2,19 +2,50 @@
 
     vanilla-transformer translate --model DIR "Two hundred and five." "Seventeen."
     vanilla-transformer translate --model DIR --input test.en --output test.de --batch-size 64 --num-beams 4
-    vanilla-transformer translate --model DIR-ct2 --input test.en --compute-type int8   # a CTranslate2 export
+    vanilla-transformer translate --model DIR-ct2 --input big.en.gz --output big.de.gz   # a CTranslate2 export
 
 A file is read as one sentence per line and written as one translation per line (blank lines stay blank), so the
-output lines up with the input. Decoding follows the model's `generation_config` (the paper's beam 4, length
-penalty 0.6) unless `--num-beams` / `--max-new-tokens` say otherwise. A folder written by
-`vanilla-transformer export ctranslate2` is translated by CTranslate2 (`--engine` chooses explicitly).
+output lines up with the input. It is streamed: read a few thousand lines at a time, sorted by length into batches,
+written in order, in the memory of one chunk whatever the file's size. With --input FILE --output OUT the lines
+go to OUT.partial, and OUT.progress.json records what is done after each chunk: a run killed midway continues where
+it stopped when run again with the same arguments, and OUT appears only when whole. Files named *.gz are
+gzip'd (an input is recognised by its content). Decoding follows the model's `generation_config` (the paper's
+beam 4, length penalty 0.6) unless `--num-beams` / `--max-new-tokens` say otherwise; a translation takes at most
+A * n + B tokens for a source of n (--max-length-a, --max-length-b), so that no output runs away. A folder written
+by `vanilla-transformer export ctranslate2` is translated by CTranslate2 (`--engine` chooses explicitly).
 """
 
 import argparse
+import gzip
 import os
 import sys
 
-from vanilla_transformer.cli.options import UsageError, checked, positive_int, torch_device, writable_file
+from vanilla_transformer.cli.options import (
+    UsageError,
+    checked,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    torch_device,
+    writable_file,
+)
+
+# the translation's own defaults (fairseq's --max-len-a / --max-len-b; modeling_vanilla_transformer.MAX_LENGTH_A/B,
+# which the parser does not import: --help stays free of torch)
+MAX_LENGTH_A, MAX_LENGTH_B = 2.0, 10
+# what changes no translation: a run may resume with other values of these
+NOT_IN_THE_RECORD = ("no_progress", "overwrite", "output", "input", "texts", "command", "command_check",
+                     "command_run", "command_parser")
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -30,15 +61,29 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("texts", nargs="*", metavar="TEXT", help="sentences to translate (or use --input)")
     parser.add_argument("--model", required=True, metavar="DIR",
                         help="folder written by save_pretrained (model + tokenizer), or by export ctranslate2")
-    parser.add_argument("--input", metavar="FILE", help="file of sentences, one per line ('-' for stdin)")
+    parser.add_argument("--input", metavar="FILE", help="file of sentences, one per line, plain or gzip'd "
+                                                        "('-' for stdin)")
     parser.add_argument("--output", metavar="FILE", action=checked(writable_file),
-                        help="write translations here, one per line (default: stdout)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+                        help="write translations here, one per line, gzip'd if it ends in .gz (default: stdout)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --output file (or start an interrupted one again)")
     parser.add_argument("--batch-size", action=checked(positive_int), default=32,
                         help="sentences per batch (default 32)")
     parser.add_argument("--num-beams", action=checked(positive_int),
                         help="beam size (default: the model's generation_config)")
-    parser.add_argument("--max-new-tokens", action=checked(positive_int), help="longest translation in tokens")
+    parser.add_argument("--max-new-tokens", action=checked(positive_int),
+                        help="longest translation in tokens, whatever the source's length")
+    parser.add_argument("--max-length-a", action=checked(non_negative_float),
+                        help=f"a translation takes at most A * (source tokens) + B tokens (default A {MAX_LENGTH_A})")
+    parser.add_argument("--max-length-b", action=checked(non_negative_int),
+                        help=f"... + B tokens (default {MAX_LENGTH_B})")
+    parser.add_argument("--sampling-topk", action=checked(non_negative_int), metavar="K",
+                        help="sample each token from the K likeliest (0: all) instead of searching, e.g. for "
+                             "back-translation")
+    parser.add_argument("--sampling-temperature", action=checked(positive_float), metavar="T",
+                        help="sample at temperature T (default 1 when sampling)")
+    parser.add_argument("--seed", action=checked(non_negative_int), default=0,
+                        help="random seed of sampling (default 0)")
     parser.add_argument("--device", action=checked(torch_device),
                         help="cpu, cuda, cuda:1, ... (default: cuda when available)")
     parser.add_argument("--engine", choices=ENGINES, default="auto",
@@ -50,65 +95,131 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
-def _read_texts(args: argparse.Namespace) -> list[str]:
-    """The sentences to translate: the arguments, or the lines of --input (a file, or "-": standard input) read by
-    `files.read_text_lines` (split on "\\n" only, "\\r\\n" too, byte-order mark removed; not UTF-8: one line naming
-    the byte)."""
-    from vanilla_transformer.files.errors import TextFileError
-    from vanilla_transformer.files.text import read_text_lines
-
-    if not args.input:
-        return args.texts
-    try:
-        return read_text_lines(sys.stdin if args.input == "-" else args.input, "--input file")
-    except TextFileError as error:
-        raise ValueError(str(error).replace("--input file standard input", "standard input (--input -)")) from None
-
-
 def _inputs(args: argparse.Namespace) -> list[str | None]:
     """What this command reads: the --model folder and the --input file."""
     return [args.model, None if args.input in (None, "-") else args.input]
 
 
+def _resumable(args: argparse.Namespace) -> bool:
+    return bool(args.input and args.input != "-" and args.output)
+
+
+def _record_options(args: argparse.Namespace) -> dict:
+    """What makes the translations of a resumable run: every option that may change them, and the model folder's
+    files (names, sizes, times)."""
+    options = {name: value for name, value in sorted(vars(args).items()) if name not in NOT_IN_THE_RECORD}
+    folder = os.path.realpath(args.model)
+    files = {}
+    for entry in sorted(os.scandir(folder), key=lambda entry: entry.name) if os.path.isdir(folder) else []:
+        if entry.is_file():
+            info = entry.stat()
+            files[entry.name] = [info.st_size, info.st_mtime_ns]
+    return {**options, "model": folder, "model_files": files}
+
+
+def _resumable_output(args: argparse.Namespace):
+    from vanilla_transformer.files.resumable import ResumableOutput
+
+    return ResumableOutput(args.output, source=args.input, options=_record_options(args), overwrite=args.overwrite,
+                           inputs=[args.model])
+
+
 def _check_output(args: argparse.Namespace) -> None:
     """--output must not replace what this command reads (--input, the --model folder or a place inside it), nor an
-    existing file without --overwrite."""
+    existing file without --overwrite; a resumable one must match its interrupted run's input and options."""
     from vanilla_transformer.files.errors import OutputError
     from vanilla_transformer.files.paths import check_output_file
 
-    if args.output:
-        try:
+    if not args.output:
+        return
+    try:
+        if _resumable(args):
+            _resumable_output(args).check()
+        else:
             check_output_file(args.output, inputs=_inputs(args), overwrite=args.overwrite)
-        except OutputError as error:
-            raise UsageError(str(error)) from None
+    except OutputError as error:
+        raise UsageError(str(error)) from None
 
 
 def check(args: argparse.Namespace) -> None:
-    """The sentences come from the arguments or --input, and --output replaces nothing it must not."""
+    """The sentences come from the arguments or --input, the options go together, and --output replaces nothing it
+    must not."""
     if args.texts and args.input:
         raise UsageError("give sentences as arguments or --input FILE, not both")
     if not args.texts and not args.input:
         raise UsageError("nothing to translate: give sentences as arguments or --input FILE")
     if args.input and args.input != "-" and not os.path.isfile(args.input):
         raise UsageError(f"--input file not found: {args.input}")
+    if args.max_new_tokens is not None and (args.max_length_a is not None or args.max_length_b is not None):
+        raise UsageError("give --max-new-tokens (one length for all) or --max-length-a / --max-length-b (a length "
+                         "from the source's), not both")
+    sampling = args.sampling_topk is not None or args.sampling_temperature is not None
+    if sampling and (args.num_beams or 1) > 1:
+        raise UsageError("sampling (--sampling-topk, --sampling-temperature) draws one token at a time: it takes no "
+                         "--num-beams above 1")
     _check_output(args)
+
+
+def _translate_options(args: argparse.Namespace) -> dict:
+    """The keywords of `translate.translate_chunks` the options give."""
+    options = {"batch_size": args.batch_size, "seed": args.seed,
+               "max_length_a": MAX_LENGTH_A if args.max_length_a is None else args.max_length_a,
+               "max_length_b": MAX_LENGTH_B if args.max_length_b is None else args.max_length_b}
+    options.update({name: getattr(args, name) for name in ("num_beams", "max_new_tokens")
+                    if getattr(args, name) is not None})
+    if args.sampling_topk is not None or args.sampling_temperature is not None:
+        options.update(do_sample=True, num_beams=1, top_k=args.sampling_topk or 0,
+                       temperature=args.sampling_temperature or 1.0)
+    return options
+
+
+def _encode(lines, gzipped: bool) -> bytes:
+    data = "".join(line + "\n" for line in lines).encode("utf-8")
+    return gzip.compress(data, mtime=0) if gzipped else data
 
 
 def run(args: argparse.Namespace) -> None:
     from vanilla_transformer.checkpoints.load import load_checkpoint
-    from vanilla_transformer.files.staging import staged_file
-    from vanilla_transformer.translate import TRANSLATION_KINDS, translate
+    from vanilla_transformer.files.errors import TextFileError
+    from vanilla_transformer.files.text import count_text_lines, text_lines
+    from vanilla_transformer.translate import CHUNK_SIZE, TRANSLATION_KINDS, progress_bar, translate_chunks
 
-    texts = _read_texts(args)
     loaded = load_checkpoint(args.model, kinds=TRANSLATION_KINDS, device=args.device, engine=args.engine,
                              compute_type=args.compute_type, purpose="translate")
-    generate_kwargs = {name: getattr(args, name) for name in ("num_beams", "max_new_tokens")
-                       if getattr(args, name) is not None}
-    translations = translate(loaded.model, loaded.tokenizer, texts, batch_size=args.batch_size,
-                             progress=bool(args.input) and not args.no_progress, **generate_kwargs)
-    if args.output:
-        # checked again (another program may have made the file meanwhile); atomic: the old file or the new one
-        with staged_file(args.output, inputs=_inputs(args), overwrite=args.overwrite) as f:
-            f.writelines(t + "\n" for t in translations)
+    output = _resumable_output(args) if _resumable(args) else None
+    done = output.check() if output else 0  # again: another program may have changed things meanwhile
+    lines = args.texts
+    if args.input:
+        lines = text_lines(sys.stdin if args.input == "-" else args.input, "--input file")
+        for _ in zip(range(done), lines):  # what the interrupted run did
+            pass
+    progress = bool(args.input) and not args.no_progress
+    total = count_text_lines(args.input) if progress and args.input != "-" else None
+    with progress_bar(total, initial=done, show=progress) as bar:
+        chunks = translate_chunks(loaded.model, loaded.tokenizer, lines, chunk_size=CHUNK_SIZE,
+                                  first_chunk=done // CHUNK_SIZE, bar=bar, **_translate_options(args))
+        try:
+            _write(args, chunks, output)
+        except TextFileError as error:
+            raise ValueError(str(error).replace("--input file standard input", "standard input (--input -)")) from None
+
+
+def _write(args: argparse.Namespace, chunks, output) -> None:
+    """Write the translated chunks: to a `ResumableOutput`, a staged --output (atomic: the old file or the new one),
+    or standard output as each chunk is done."""
+    from vanilla_transformer.files.staging import staged_file
+
+    if output is not None:
+        with output:
+            for chunk in chunks:
+                output.append(chunk)
+            output.finish()
+    elif args.output:
+        gzipped = args.output.endswith(".gz")
+        with staged_file(args.output, inputs=_inputs(args), overwrite=args.overwrite, encoding=None) as f:
+            for chunk in chunks:
+                f.write(_encode(chunk, gzipped))
     else:
-        sys.stdout.writelines(t + "\n" for t in translations)
+        for chunk in chunks:
+            sys.stdout.writelines(line + "\n" for line in chunk)
+            sys.stdout.flush()

@@ -7,6 +7,7 @@ One module per job:
 | `paths` | the output path checked before any work: not an input, not inside or above one, writable, an existing one only with `--overwrite` |
 | `manifest` | what this project wrote into a folder (files and SHA-256), so that `--overwrite` replaces only that |
 | `staging` | hidden staging folders and files, renamed into place when whole; a kill leaves the old state or the new |
+| `resumable` | an output file written chunk by chunk (`translate --input --output`) that a killed run continues, renamed into place when whole |
 | `lock` | one run at a time per output folder; what a run made there is recorded |
 | `write_errors` | a full disk, a read-only place, a name too long: one line naming the user's path |
 | `text` | the one line reader: text (gzip'd or not) read line for line as `wc -l` counts, UTF-8 or one line naming the byte |
@@ -29,6 +30,7 @@ from vanilla_transformer.files.manifest import (
     write_manifest,
 )
 from vanilla_transformer.files.paths import check_output_file, check_output_folder, is_within
+from vanilla_transformer.files.resumable import ResumableOutput
 from vanilla_transformer.files.staging import (
     WEIGHT_FILES,
     clean_stale_staging,
@@ -39,7 +41,7 @@ from vanilla_transformer.files.staging import (
     staged_folder,
     staging_name,
 )
-from vanilla_transformer.files.text import open_text_file, read_text_lines, text_lines
+from vanilla_transformer.files.text import count_text_lines, open_text_file, read_text_lines, text_lines
 from vanilla_transformer.files.write_errors import write_error_message, writing_errors
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "MANIFEST_NAME",
     "WEIGHT_FILES",
     "OutputError",
+    "ResumableOutput",
     "RunLock",
     "TextFileError",
     "check_output_file",
@@ -55,6 +58,7 @@ __all__ = [
     "check_run_folder",
     "clean_stale_staging",
     "commit_files",
+    "count_text_lines",
     "foreign_entries",
     "has_model",
     "install_folder",

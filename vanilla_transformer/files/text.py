@@ -44,7 +44,10 @@ def _open(path_or_stream, what: str) -> tuple[str, BinaryIO | None, object]:
     name = getattr(stream, "name", "<stream>")
     name = "standard input" if name == "<stdin>" or stream is sys.stdin else str(name)
     # a text stream (sys.stdin): read its bytes, not its decoding
-    return name, None, getattr(stream, "buffer", None) or stream
+    stream = getattr(stream, "buffer", None) or stream
+    if hasattr(stream, "peek") and stream.peek(len(GZIP_MAGIC))[:len(GZIP_MAGIC)] == GZIP_MAGIC:
+        return name, None, gzip.GzipFile(fileobj=stream, mode="rb")  # a gzip'd stream (zcat-less pipes)
+    return name, None, stream
 
 
 def _read_chunk(stream, name: str, what: str) -> bytes:
@@ -100,9 +103,20 @@ def text_lines(path_or_stream, what: str = "input file") -> Iterator[str]:
             owned.close()
 
 
+def count_text_lines(path, what: str = "input file") -> int:
+    """How many lines `text_lines` finds in the file `path` (gzip'd or not), counted in chunks without decoding (a
+    progress bar's total): its "\\n"s, and one more when the last line has none."""
+    count, last = 0, b"\n"
+    with open_text_file(path, what) as stream:
+        while chunk := _read_chunk(stream, os.fspath(path), what):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n")
+
+
 def read_text_lines(path_or_stream, what: str = "input file") -> list[str]:
     """Every line of a text file or stream, as `text_lines` reads them (and with its errors)."""
     return list(text_lines(path_or_stream, what))
 
 
-__all__ = ["BOM", "open_text_file", "read_text_lines", "text_lines"]
+__all__ = ["BOM", "count_text_lines", "open_text_file", "read_text_lines", "text_lines"]

@@ -20,6 +20,7 @@ from vanilla_transformer.checkpoints.kinds import CheckpointError, is_ctranslate
 from vanilla_transformer.extras import import_extra
 from vanilla_transformer.files.errors import one_line
 from vanilla_transformer.files.hashing import sha256_of_file
+from vanilla_transformer.modeling_vanilla_transformer import SourceLengthBound
 
 VOCABULARY_FILES = ("shared_vocabulary.json", "source_vocabulary.json", "target_vocabulary.json")
 # Written by the export beside the tokenizer files: {"sha256": {file name: SHA-256 of its bytes}} of the tokenizer
@@ -94,6 +95,8 @@ class CTranslate2Translator:
     # generate() keyword -> translate_batch() keyword, for the options both have with the same meaning
     OPTIONS = {"num_beams": "beam_size", "length_penalty": "length_penalty", "repetition_penalty": "repetition_penalty",
                "no_repeat_ngram_size": "no_repeat_ngram_size"}
+    # generate's sampling keywords, applied when do_sample=True (CTranslate2's sampling_topk, sampling_temperature)
+    SAMPLING = ("do_sample", "top_k", "temperature")
     # generation_config.json settings applied here (early_stopping=True is how CTranslate2's beam search stops)
     APPLIED_SETTINGS = {*OPTIONS, "max_length", "max_new_tokens", "bad_words_ids", "eos_token_id",
                         "forced_eos_token_id", "early_stopping", "bos_token_id", "pad_token_id",
@@ -172,10 +175,12 @@ class CTranslate2Translator:
 
     def translate_options(self, **kwargs) -> dict:
         """`translate_batch` keywords for `generate` keywords, on top of the generation config's."""
-        unknown = sorted(set(kwargs) - {*self.OPTIONS, "max_new_tokens", "max_length", "bad_words_ids"})
+        taken = [*self.OPTIONS, "max_new_tokens", "max_length", "bad_words_ids", *self.SAMPLING]
+        unknown = sorted(set(kwargs) - set(taken))
         if unknown:
             raise ValueError(f"The CTranslate2 engine does not take {', '.join(unknown)}; it takes "
-                             f"{', '.join([*self.OPTIONS, 'max_new_tokens', 'max_length', 'bad_words_ids'])}.")
+                             f"{', '.join(taken)}, and logits_processor=[SourceLengthBound(...)].")
+        sampling = {name: kwargs.pop(name) for name in self.SAMPLING if name in kwargs}
         config = self.generation_config
         settings = {name: getattr(config, name, None) for name in
                     (*self.OPTIONS, "max_new_tokens", "max_length", "bad_words_ids")}
@@ -194,21 +199,58 @@ class CTranslate2Translator:
         options["end_token"] = [self.target_tokens[i] for i in (eos if isinstance(eos, list) else [eos])] or None
         if settings["bad_words_ids"]:
             options["suppress_sequences"] = [[self.target_tokens[i] for i in ids] for ids in settings["bad_words_ids"]]
+        if sampling.get("do_sample"):  # generate's top_k 0 and CTranslate2's sampling_topk 0: the whole vocabulary
+            options.update(beam_size=1, sampling_topk=int(sampling.get("top_k") or 0),
+                           sampling_temperature=float(sampling.get("temperature") or 1.0))
         return options
 
     def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                  **kwargs) -> list[list[int]]:
-        """Translate a padded batch of source ids; returns the generated target ids of each row (no start token)."""
+        """Translate a padded batch of source ids; returns the generated target ids of each row (no start token).
+
+        `logits_processor=[SourceLengthBound(bounds, ...)]` bounds each row as it bounds generate's: CTranslate2's one
+        maximum length per batch is the longest row's, and each row's result is cut to its own bound (the </s> that
+        generate forces as its last token is no token of the result here)."""
+        limits = self._row_limits(kwargs.pop("logits_processor", None))
         options = self.translate_options(**kwargs)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         rows = [[self.source_tokens[i] for i, keep in zip(ids, mask) if keep]
                 for ids, mask in zip(input_ids.tolist(), attention_mask.tolist())]
+        if limits is None:
+            return self._translate(rows, options)
+        # one call per bound under beam search (a longer allowance may change which hypothesis wins); one call,
+        # each row cut to its bound, for greedy search and sampling, which pick each row's tokens alone
+        groups = {}
+        for index, limit in enumerate(limits):
+            groups.setdefault(limit if options.get("beam_size", 1) > 1 else None, []).append(index)
+        outputs = [None] * len(rows)
+        for indices in groups.values():
+            longest = max(limits[i] for i in indices)
+            group_options = {**options, "max_decoding_length": max(1, min(options["max_decoding_length"], longest))}
+            for i, ids in zip(indices, self._translate([rows[i] for i in indices], group_options)):
+                outputs[i] = ids[: limits[i]]
+        return outputs
+
+    def _translate(self, rows: list[list[str]], options: dict) -> list[list[int]]:
         try:
             results = self.translator.translate_batch(rows, max_input_length=0, **options)
         except RuntimeError as error:  # e.g. "No position encodings are defined for positions >= 1024, ..."
             raise ValueError(f"CTranslate2 cannot translate this batch: {error}") from None
         return [[self.target_ids[token] for token in result.hypotheses[0]] for result in results]
+
+    @staticmethod
+    def _row_limits(processors) -> list[int] | None:
+        """The most tokens each row's result may have, from a `SourceLengthBound` (its bound less the </s>)."""
+        if not processors:
+            return None
+        if not all(isinstance(processor, SourceLengthBound) for processor in processors):
+            raise ValueError("The CTranslate2 engine takes no logits_processor but a SourceLengthBound.")
+        limits = None
+        for processor in processors:
+            rows = [int(bound) - 1 for bound in processor.bounds.tolist()]
+            limits = rows if limits is None else [min(a, b) for a, b in zip(limits, rows)]
+        return limits
 
 
 __all__ = ["MAX_POSITIONS", "TOKENIZER_FINGERPRINT", "CTranslate2Translator", "check_tokenizer_fingerprint",

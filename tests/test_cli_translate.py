@@ -286,9 +286,11 @@ def test_a_resumed_run_refuses_a_changed_input_or_other_options_in_one_line(mode
 def test_memory_stays_flat_on_a_file_ten_times_larger(model_dir, tmp_path, capsys, monkeypatch):
     import tracemalloc
 
+    import vanilla_transformer.files.text as text_files
     import vanilla_transformer.translate as translation
 
-    monkeypatch.setattr(translation, "CHUNK_SIZE", 100)
+    monkeypatch.setattr(translation, "CHUNK_SIZE", 100)  # sentences translated per chunk
+    monkeypatch.setattr(text_files, "READ_CHUNK_BYTES", 1 << 12)  # bytes the line reader holds at once
     line = "two hundred and five thousand three hundred and seventeen " * 10
     peaks = []
     for lines in (10, 100, 1000):  # the first run warms caches

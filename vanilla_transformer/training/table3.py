@@ -342,15 +342,18 @@ def dev_set(study: Study, seed: int):
     """(sources, targets, data_args) of the recipe's validation split as a row of `seed` reads it (the demo corpus
     is drawn with the seed)."""
     if seed not in study.dev_sets:
-        options = [*study.recipe_options, "--seed", str(seed), "--output_dir", os.path.join(study.folder, "rows")]
-        data_args, _, training_args, _ = parse_arguments(options)
-        splits = load_data(data_args, training_args)[0]
-        if "validation" not in splits:
-            raise UsageError("the study scores the dev set: give --validation_source and --validation_target (or a "
-                             "dataset with a validation split)")
-        dev = splits["validation"]
-        study.dev_sets[seed] = (list(dev["source"]), list(dev["target"]), data_args)
+        study.dev_sets[seed] = read_dev_set(study.recipe_options, seed)
     return study.dev_sets[seed]
+
+
+def read_dev_set(recipe_options: list[str], seed: int):
+    data_args, _, training_args, _ = parse_arguments([*recipe_options, "--seed", str(seed)])
+    splits = load_data(data_args, training_args)[0]
+    if "validation" not in splits:
+        raise UsageError("the study scores the dev set: give --validation_source and --validation_target (or a "
+                         "dataset with a validation split)")
+    dev = splits["validation"]
+    return list(dev["source"]), list(dev["target"]), data_args
 
 
 def train_row(study: Study, row: Row) -> dict:
@@ -575,9 +578,10 @@ def run_study(folder: str, recipe_options: list[str], *, steps: int | None = Non
     check_recipe_options(recipe_options)
     if figure:
         import_extra("matplotlib", "plot", "The Table 3 figure")  # before hours of training
-    study = open_study(folder, recipe_options, steps, minutes)
     rows = plan_rows(base_settings(recipe_options), seeds, groups)
-    dev_set(study, FIRST_SEED)  # the dev split exists, before any training
+    dev = read_dev_set(recipe_options, FIRST_SEED)  # the dev split exists, before anything is written
+    study = open_study(folder, recipe_options, steps, minutes)
+    study.dev_sets[FIRST_SEED] = dev
     study_steps(study)
     results = {}
     for row in rows:

@@ -278,6 +278,10 @@ def test_an_option_ctranslate2_cannot_express_stops_the_export_and_leaves_nothin
     with pytest.raises(ExportError, match="activation_function='relu6' cannot be expressed in CTranslate2"):
         to_ctranslate2(model, tmp_path / "out", tokenizer=tokenizer)
     assert list(tmp_path.iterdir()) == []
+    model = tiny_model(seed=0, vocab_size=len(tokenizer), attention_key_dim=4)  # queries and keys narrower than values
+    with pytest.raises(ExportError, match="attention_key_dim=4 cannot be expressed in CTranslate2"):
+        to_ctranslate2(model, tmp_path / "out", tokenizer=tokenizer)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_failure_while_writing_leaves_no_half_written_folder(tmp_path, monkeypatch):

@@ -51,6 +51,7 @@ VARIANTS = {
 REFUSED = {
     "normalize_before": dict(normalize_before=True),
     "position_embedding_type": dict(position_embedding_type="learned"),
+    "attention_key_dim": dict(attention_key_dim=4),
     "sinusoidal_frequencies": dict(sinusoidal_frequencies="tensor2tensor"),
     "position_offset": dict(position_offset=2),
     "skip_padding_positions": dict(skip_padding_positions=True),

@@ -623,3 +623,40 @@ def test_row_with_all_zero_attention_mask_gives_finite_outputs(attn_implementati
     assert generated.shape[0] == 3
     # the fully masked row does not disturb the others
     torch.testing.assert_close(out.logits[:1].float(), alone.logits.float(), atol=1e-5 if dtype == torch.float32 else 0.1, rtol=0)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# d_k apart from d_v (Table 3, row B): `attention_key_dim`
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_a_narrower_key_dim_computes_multi_head_attention_per_head_as_torch_does(seed, attn_implementation):
+    """Queries and keys of d_k = 3 per head, values of d_v = d_model / heads = 8: each head is torch's
+    scaled_dot_product_attention (which scales by 1 / sqrt of the queries' width) of its own slices, concatenated and
+    projected by W^O."""
+    model = tiny_model(seed, attn_implementation, attention_key_dim=3)
+    attention = model.model.encoder.layers[0].self_attn
+    assert attention.q_proj.weight.shape == attention.k_proj.weight.shape == (4 * 3, 32)
+    assert attention.v_proj.weight.shape == attention.out_proj.weight.shape == (32, 32)
+    x = torch.randn(2, 5, 32, generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        ours, _ = attention(x)
+        q, k, v = attention.q_proj(x), attention.k_proj(x), attention.v_proj(x)
+        heads = [torch.nn.functional.scaled_dot_product_attention(q[..., 3 * h:3 * h + 3], k[..., 3 * h:3 * h + 3],
+                                                                  v[..., 8 * h:8 * h + 8]) for h in range(4)]
+        expected = attention.out_proj(torch.cat(heads, dim=-1))
+    torch.testing.assert_close(ours, expected, atol=ATOL, rtol=0)
+
+
+def test_a_narrower_key_dim_decodes_with_the_cache_as_without_and_counts_its_parameters(seed):
+    model = tiny_model(seed, eos_token_id=5, attention_key_dim=2)
+    input_ids, attention_mask = random_batch(seed)
+    with torch.no_grad():
+        generated = model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=1,
+                                   do_sample=False, max_new_tokens=12)
+    assert torch.equal(generated, argmax_loop_without_cache(model, input_ids, attention_mask, 12))
+    # W^Q and W^K (weights and biases) of the 2 + 2 * 3 attention modules shrink from 32 to 4 * 2 outputs each
+    full = tiny_model(seed).num_parameters()
+    assert full - model.num_parameters() == 8 * 2 * (32 - 8) * (32 + 1)
+    with pytest.raises(StrictDataclassClassValidationError, match="attention_key_dim=0 must be positive"):
+        tiny_config(attention_key_dim=0)

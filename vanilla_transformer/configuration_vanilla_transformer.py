@@ -52,6 +52,9 @@ class VanillaTransformerConfig(PreTrainedConfig):
 
     - `normalize_before` (`bool`, defaults to `False`): pre-LayerNorm blocks (`x + Sublayer(LayerNorm(x))`, with a
       final LayerNorm after each stack) instead of the paper's post-LayerNorm (`LayerNorm(x + Sublayer(x))`).
+    - `attention_key_dim` (`int`, *optional*): d_k, the width of each head's queries and keys (section 3.2.2);
+      `None` means d_model / heads. The values keep d_v = d_model / heads, so the heads still concatenate to
+      d_model: Table 3, row B, which shrinks d_k alone.
     - `position_embedding_type` (`"sinusoidal"` or `"learned"`): section 3.5 uses sinusoids and reports that learned
       positions give nearly identical results (Table 3, row E).
     - `sinusoidal_layout` (`"interleaved"` or `"concatenated"`): the paper puts sin on even and cos on odd
@@ -95,6 +98,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     decoder_layers: int = 6
     encoder_attention_heads: int = 8
     decoder_attention_heads: int = 8
+    attention_key_dim: int | None = None
     encoder_ffn_dim: int = 2048
     decoder_ffn_dim: int = 2048
     dropout: float | int = 0.1
@@ -149,6 +153,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
                      "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
                 problems.append(f"{name}={getattr(self, name)} must be positive")
+        if self.attention_key_dim is not None and self.attention_key_dim <= 0:
+            problems.append(f"attention_key_dim={self.attention_key_dim} must be positive")
         if self.decoder_vocab_size is not None and self.decoder_vocab_size <= 0:
             problems.append(f"decoder_vocab_size={self.decoder_vocab_size} must be positive")
         for side in ("encoder", "decoder"):

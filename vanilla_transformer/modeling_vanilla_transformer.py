@@ -280,22 +280,24 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         self.config = config
         self.num_heads = num_heads
-        self.head_dim = config.d_model // num_heads
-        self.scaling = self.head_dim**-0.5  # 1 / sqrt(d_k)
+        self.head_dim = config.d_model // num_heads  # d_v: the heads concatenate to d_model
+        self.key_dim = config.attention_key_dim or self.head_dim  # d_k: Table 3, row B sets it apart from d_v
+        self.scaling = self.key_dim**-0.5  # 1 / sqrt(d_k)
         self.dropout = config.attention_dropout
         self.is_cross_attention = is_cross_attention
         self.is_causal = is_causal  # read by the attention functions
         self.layer_idx = layer_idx
         d = config.d_model
-        self.q_proj = nn.Linear(d, d)  # W^Q of all heads side by side
-        self.k_proj = nn.Linear(d, d)  # W^K
+        self.q_proj = nn.Linear(d, num_heads * self.key_dim)  # W^Q of all heads side by side
+        self.k_proj = nn.Linear(d, num_heads * self.key_dim)  # W^K
         self.v_proj = nn.Linear(d, d)  # W^V
         self.out_proj = nn.Linear(d, d)  # W^O
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, L, D) projections -> (B, H, L, Dh): head i is dimensions i * Dh .. (i + 1) * Dh - 1."""
+        """(B, L, H * Dh) projections -> (B, H, L, Dh): head i is dimensions i * Dh .. (i + 1) * Dh - 1 (Dh is d_k for
+        queries and keys, d_v for values)."""
         batch, length, _ = x.shape
-        return x.view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
+        return x.view(batch, length, self.num_heads, -1).transpose(1, 2)
 
     def forward(
         self,
@@ -306,7 +308,7 @@ class MultiHeadAttention(nn.Module):
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         batch, length, _ = hidden_states.shape
-        query = self.split_heads(self.q_proj(hidden_states))  # (B, H, T, Dh)
+        query = self.split_heads(self.q_proj(hidden_states))  # (B, H, T, Dk)
         if self.is_cross_attention:
             cache = past_key_values.cross_attention_cache if past_key_values is not None else None
             if cache is not None and past_key_values.is_updated.get(self.layer_idx, False):

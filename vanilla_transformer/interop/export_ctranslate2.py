@@ -144,6 +144,11 @@ def check_exportable(config) -> None:
     if config.activation_function not in ACTIVATIONS:
         raise ExportError(f"activation_function={config.activation_function!r} cannot be expressed in CTranslate2, "
                           f"which has {', '.join(ACTIVATIONS)}.")
+    if config.attention_key_dim is not None and any(
+            config.attention_key_dim * heads != config.d_model
+            for heads in (config.encoder_attention_heads, config.decoder_attention_heads)):
+        raise ExportError(f"attention_key_dim={config.attention_key_dim} cannot be expressed in CTranslate2, whose "
+                          "queries and keys are d_model / heads wide, as its values.")
     for name in ("decoder_start_token_id", "eos_token_id"):
         if getattr(config, name) is None:
             raise ExportError(f"{name} is not set: CTranslate2 needs it to start and to end a translation.")

@@ -87,6 +87,10 @@ def check_marian_exportable(config) -> None:
         refuse("normalize_before", "MarianMTModel's layers are post-LayerNorm (LayerNorm(x + Sublayer(x)))")
     if config.position_embedding_type != "sinusoidal":
         refuse("position_embedding_type", "MarianMTModel has sinusoidal positions only")
+    if config.attention_key_dim is not None and any(
+            config.attention_key_dim * heads != config.d_model
+            for heads in (config.encoder_attention_heads, config.decoder_attention_heads)):
+        refuse("attention_key_dim", "MarianMTModel's queries and keys are d_model / heads wide, as its values")
     if config.sinusoidal_frequencies != "paper":
         refuse("sinusoidal_frequencies", "MarianMTModel's sinusoids have the paper's wavelengths 10000^(2i/d_model)")
     if config.position_offset != 0:

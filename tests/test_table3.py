@@ -1,0 +1,162 @@
+"""`vanilla-transformer study table3`: the paper's rows scaled to our base, each row trained with the configuration
+it names (read back from what the run saved), the table with the paper's numbers, and a study killed mid-way that
+continues without retraining its finished rows."""
+
+import contextlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from helpers import REPO_ROOT, run_main
+from vanilla_transformer.cli.main import main
+from vanilla_transformer.training.table3 import PAPER_BASE, PAPER_TABLE3, Settings, plan_rows
+
+pytest.importorskip("datasets")
+
+# Table 3 of Vaswani et al. (2017) as printed: (N, d_model, d_ff, h, d_k, d_v, P_drop, eps_ls, positions) of each
+# row, blanks filled with the base row's values, then PPL (dev), BLEU (dev) and params (millions, where printed).
+PAPER = [
+    ((6, 512, 2048, 8, 64, 64, 0.1, 0.1, "sinusoidal"), 4.92, 25.8, 65),
+    ((6, 512, 2048, 1, 512, 512, 0.1, 0.1, "sinusoidal"), 5.29, 24.9, None),
+    ((6, 512, 2048, 4, 128, 128, 0.1, 0.1, "sinusoidal"), 5.00, 25.5, None),
+    ((6, 512, 2048, 16, 32, 32, 0.1, 0.1, "sinusoidal"), 4.91, 25.8, None),
+    ((6, 512, 2048, 32, 16, 16, 0.1, 0.1, "sinusoidal"), 5.01, 25.4, None),
+    ((6, 512, 2048, 8, 16, 64, 0.1, 0.1, "sinusoidal"), 5.16, 25.1, 58),
+    ((6, 512, 2048, 8, 32, 64, 0.1, 0.1, "sinusoidal"), 5.01, 25.4, 60),
+    ((2, 512, 2048, 8, 64, 64, 0.1, 0.1, "sinusoidal"), 6.11, 23.7, 36),
+    ((4, 512, 2048, 8, 64, 64, 0.1, 0.1, "sinusoidal"), 5.19, 25.3, 50),
+    ((8, 512, 2048, 8, 64, 64, 0.1, 0.1, "sinusoidal"), 4.88, 25.5, 80),
+    ((6, 256, 2048, 8, 32, 32, 0.1, 0.1, "sinusoidal"), 5.75, 24.5, 28),
+    ((6, 1024, 2048, 8, 128, 128, 0.1, 0.1, "sinusoidal"), 4.66, 26.0, 168),
+    ((6, 512, 1024, 8, 64, 64, 0.1, 0.1, "sinusoidal"), 5.12, 25.4, 53),
+    ((6, 512, 4096, 8, 64, 64, 0.1, 0.1, "sinusoidal"), 4.75, 26.2, 90),
+    ((6, 512, 2048, 8, 64, 64, 0.0, 0.1, "sinusoidal"), 5.77, 24.6, None),
+    ((6, 512, 2048, 8, 64, 64, 0.2, 0.1, "sinusoidal"), 4.95, 25.5, None),
+    ((6, 512, 2048, 8, 64, 64, 0.1, 0.0, "sinusoidal"), 4.67, 25.3, None),
+    ((6, 512, 2048, 8, 64, 64, 0.1, 0.2, "sinusoidal"), 5.47, 25.7, None),
+    ((6, 512, 2048, 8, 64, 64, 0.1, 0.1, "learned"), 4.92, 25.7, None),
+]
+
+# A tiny demo base row: d_model 32, 4 heads (d_k = d_v = 8), 2 + 2 layers, d_ff 64, dropout 0.1, label smoothing 0.1
+RECIPE = ["--d_model", "32", "--encoder_layers", "2", "--decoder_layers", "2", "--attention_heads", "4", "--ffn_dim",
+          "64", "--vocab_size", "90", "--demo_train_size", "300", "--max_tokens", "200", "--max_test_samples", "8",
+          "--max_eval_samples", "24", "--per_device_eval_batch_size", "24", "--config_overrides",
+          "max_position_embeddings=40", "--report_to", "none", "--disable_tqdm", "true", "--num_sample_translations",
+          "0", "--warmup_steps", "1", "--save_steps", "3"]
+STUDY = ["--steps", "3", "--seeds", "2", "--rows", "B,D,E", "--no-figure"]
+BASE = Settings(N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8, P_drop=0.1, eps_ls=0.1)
+
+
+def test_our_rows_around_the_papers_base_are_the_papers_rows():
+    """Scaled to the paper's own base model, every row is the row the paper printed."""
+    rows = plan_rows(PAPER_BASE, seeds=1)
+    assert [tuple(vars(row.settings).values()) for row in rows] == [settings for settings, *_ in PAPER]
+    assert [(row.paper.ppl, row.paper.bleu, row.paper.params) for row in rows] == [tuple(p[1:]) for p in PAPER]
+    assert all(row.same_as is None for row in rows)
+
+
+def test_rows_scale_to_a_smaller_base_and_name_the_ones_that_coincide():
+    rows = {row.key: row for row in plan_rows(BASE, seeds=2)}
+    assert [key for key in rows if key.startswith("base")] == ["base-seed1", "base-seed2"]
+    assert [(rows[k].settings.h, rows[k].settings.d_k) for k in ("A-h1", "A-h4", "A-h16", "A-h32")] == [
+        (1, 32), (2, 16), (8, 4), (16, 2)]  # 1 head stays 1; 4, 16, 32 of 8 are 2, 8, 16 of 4
+    assert (rows["B-dk16"].settings.d_k, rows["B-dk16"].settings.d_v) == (2, 8)
+    assert [rows[k].settings.N for k in ("C-N2", "C-N4", "C-N8")] == [1, 1, 3]
+    assert rows["C-N4"].same_as == "C-N2"  # 2/3 of 2 layers rounds to what 1/3 of them does
+    assert [rows[k].settings.d_model for k in ("C-dmodel256", "C-dmodel1024")] == [16, 64]
+    assert [rows[k].settings.P_drop for k in ("D-drop0.0", "D-drop0.2")] == [0.0, 0.2]
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """The study of rows B, D and E on the tiny demo, killed once its first row is finished, then run to the end."""
+    folder = tmp_path_factory.mktemp("study") / "table3"
+    argv = ["study", "table3", "--out", str(folder), *STUDY, "--", *RECIPE]
+    first = folder / "rows" / "base-seed1"
+    process = subprocess.Popen([sys.executable, "-m", "training.table3", *argv[2:]], cwd=REPO_ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    try:
+        deadline = time.monotonic() + 600
+        while not (first / "table3_row.json").is_file() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert (first / "table3_row.json").is_file(), "the first row did not finish"
+        killed_at = process.poll() is None
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    assert killed_at, "the study ended before it was killed"
+    finished = {path.parent.name: path.stat().st_mtime_ns for path in folder.glob("rows/*/model.safetensors")
+                if (path.parent / "table3_row.json").is_file()}
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        main(argv)  # run again: it continues
+    return folder, argv, finished, out.getvalue()
+
+
+def test_a_killed_study_continues_without_retraining_its_finished_rows(study, capsys):
+    folder, argv, finished, out = study
+    assert "base-seed1: finished" in out and "base-seed1: training" not in out
+    for key, mtime in finished.items():
+        assert (folder / "rows" / key / "model.safetensors").stat().st_mtime_ns == mtime, key
+    keys = list(EXPECTED)
+    assert sorted(os.listdir(folder / "rows")) == sorted(keys)
+    assert all((folder / "rows" / key / "table3_row.json").is_file() for key in keys)
+    # once more: everything is finished, nothing trains
+    code, out, err = run_main(main, argv, capsys)
+    assert code == 0, err[-3000:]
+    assert all(f"{key}: finished" in out for key in keys) and ": training " not in out
+
+
+# what each row changes, as the saved files spell it: config.json fields, and the Trainer's label smoothing
+EXPECTED = {
+    "base-seed1": {}, "base-seed2": {},
+    "B-dk16": {"attention_key_dim": 2}, "B-dk32": {"attention_key_dim": 4},
+    "D-drop0.0": {"dropout": 0.0}, "D-drop0.2": {"dropout": 0.2},
+    "D-ls0.0": {"label_smoothing": 0.0}, "D-ls0.2": {"label_smoothing": 0.2},
+    "E-learned": {"position_embedding_type": "learned"},
+}
+
+
+@pytest.mark.parametrize("key", list(EXPECTED))
+def test_every_row_trains_with_the_configuration_it_names(study, key):
+    folder = study[0]
+    row = folder / "rows" / key
+    config = json.loads((row / "config.json").read_text())
+    saved = {"encoder_layers": config["encoder_layers"], "decoder_layers": config["decoder_layers"],
+             "d_model": config["d_model"], "encoder_ffn_dim": config["encoder_ffn_dim"],
+             "encoder_attention_heads": config["encoder_attention_heads"],
+             "decoder_attention_heads": config["decoder_attention_heads"], "dropout": config["dropout"],
+             "attention_key_dim": config["attention_key_dim"],
+             "position_embedding_type": config["position_embedding_type"],
+             "label_smoothing": torch.load(row / "training_args.bin", weights_only=False).label_smoothing_factor}
+    expected = {"encoder_layers": 2, "decoder_layers": 2, "d_model": 32, "encoder_ffn_dim": 64,
+                "encoder_attention_heads": 4, "decoder_attention_heads": 4, "dropout": 0.1, "attention_key_dim": None,
+                "position_embedding_type": "sinusoidal", "label_smoothing": 0.1, **EXPECTED[key]}
+    assert saved == expected
+    assert json.loads((row / "trainer_state.json").read_text())["global_step"] == 3
+    seed = torch.load(row / "training_args.bin", weights_only=False).seed
+    assert seed == (2 if key == "base-seed2" else 1)
+
+
+def test_the_table_has_the_papers_rows_and_numbers(study):
+    folder = study[0]
+    lines = (folder / "table3.md").read_text().splitlines()
+    table = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines if line.startswith("|")][2:]
+    assert table[0][0] == "base (2 seeds)" and table[0][13:] == ["4.92", "25.8", "65M"]
+    trained = [row for row in PAPER_TABLE3 if row.group in ("base", "B", "D", "E")]
+    assert [r[13:15] for r in table] == [[f"{row.ppl:.2f}", f"{row.bleu:.1f}"] for row in trained]
+    assert [r[0] for r in table] == ["base (2 seeds)", "(B)", "", "(D)", "", "", "", "(E)"]
+    assert table[1][5:7] == ["2", ""] and table[7][9] == "learned"  # d_k alone; learned positions
+    for row in table[1:]:  # our perplexity and BLEU, each a number, marked when within the noise
+        assert all(float(cell.removesuffix(" ≈")) >= 0 for cell in row[11:13]), row
+    data = json.loads((folder / "table3.json").read_text())
+    assert data["steps"] == 3 and data["paper_steps"] == 100_000
+    assert data["base"]["dev_bleu"]["n"] == 2

@@ -60,6 +60,7 @@ from vanilla_transformer.training.run_folder import (  # noqa: E402
     save,
 )
 from vanilla_transformer.training.summary import RunState, training_summary  # noqa: E402
+from vanilla_transformer.training.watch import watch_callbacks  # noqa: E402
 
 
 def train(trainer, training_args, resume: str | None) -> dict:
@@ -99,6 +100,7 @@ def run(data_args, model_args, training_args, explicit: set[str] = frozenset(), 
     model = build_model(model_args, PRESETS[data_args.preset], tokenizer, resume)
     prepare_model(model, tokenizer, data_args, model_args, training_args)
     state = RunState(source_lang, target_lang, data_args.dataset_card_name or dataset_name, corpus=corpus)
+    callbacks = [*(callbacks or []), *watch_callbacks(data_args, training_args, splits)]  # training/watch.py
     trainer, tokenized, texts = build_trainer(model, tokenizer, splits, data_args, training_args, state, callbacks,
                                               corpus)
 

@@ -23,7 +23,7 @@ from helpers import REPO_ROOT, run_main
 from vanilla_transformer.cli.main import main as cli_main
 from vanilla_transformer.training.arguments import parse_arguments
 from vanilla_transformer.training.train import main as train_main
-from vanilla_transformer.training.watch import QUANTUM, read_watch, unpack_weights
+from vanilla_transformer.training.watch import QUANTUM, read_watch, translation_limit, unpack_weights
 
 pytest.importorskip("num2words")
 
@@ -61,6 +61,7 @@ def test_recorded_attention_and_translation_at_step_k_are_those_of_checkpoint_k(
     watch = read_watch(run_dir)
     assert watch["steps"] == list(range(0, STEPS + 1, EVERY))
     tokenizer = AutoTokenizer.from_pretrained(run_dir)
+    references = [sentence["reference"] for sentence in watch["sentences"]]
     for recording in watch["recordings"][1:]:  # step 0 has no checkpoint
         step = recording["step"]
         model = AutoModelForSeq2SeqLM.from_pretrained(run_dir / f"checkpoint-{step}").eval()
@@ -72,7 +73,7 @@ def test_recorded_attention_and_translation_at_step_k_are_those_of_checkpoint_k(
                 outputs = model(input_ids=source, decoder_input_ids=torch.cat([start, labels[:, :-1]], dim=1),
                                 output_attentions=True)
                 generated = model.generate(source, num_beams=1, do_sample=False,
-                                           max_new_tokens=model.generation_config.max_length)
+                                           max_new_tokens=translation_limit(model, tokenizer, references))
             expected = torch.cat(outputs.cross_attentions).numpy()  # (layers, heads, targets, sources)
             recorded = unpack_weights(recording["cross"][i])
             assert recorded.shape == expected.shape

@@ -5,9 +5,12 @@ At each recorded step k (the weights after k optimizer steps, the same weights c
 sentence:
 
 - the encoder-decoder (cross) attention of every layer and head, from one teacher-forced forward pass over the
-  *reference* translation with `output_attentions=True` (`inspect.attention_run.run_with_attentions`): the rows are
-  the same target tokens at every step, so the picture shows the same grid going from uniform to aligned;
-- the model's own greedy translation at that step.
+  *reference* translation with `output_attentions=True`, as the explorer reads it (`inspect.attention_run`): the rows
+  are the same target tokens at every step, so the picture shows the same grid going from uniform to aligned;
+- the model's own greedy translation at that step (`translation_limit` tokens at most).
+
+The sentences go through the model together, as one padded batch: one forward pass and one `generate` per recording,
+so that recording costs a run little (benchmarks/watch_overhead.py).
 
 And per recorded step, the gradient norm of each layer (the L2 norm over its parameters' gradients, read before the
 optimizer step that produced the recorded weights; none for step 0). The loss curve is the Trainer's log history.
@@ -35,7 +38,7 @@ import torch
 from transformers import TrainerCallback
 
 from vanilla_transformer.files import record_entries
-from vanilla_transformer.inspect.attention_run import run_with_attentions, stacked_attentions
+from vanilla_transformer.inspect.attention_run import input_limit
 
 FOLDER = "watch"
 INDEX = "watch.json"
@@ -115,30 +118,52 @@ def write_json(path: str, value) -> None:
         raise
 
 
-def record_step(model, tokenizer, sources: list[str], references: list[str], max_new_tokens: int = 64) -> dict:
-    """One recording: per sentence the cross-attention over its reference (`[layer][head][target][source]`, packed)
-    and the greedy translation; plus the tokens. The model is in eval mode meanwhile (no dropout)."""
-    cross, translations, tokens = [], [], []
-    for source, reference in zip(sources, references):
-        run = run_with_attentions(model, tokenizer, source, reference)
-        cross.append(pack_weights(torch.stack(stacked_attentions(run)["cross"]).numpy()))
-        tokens.append({"source_tokens": tokenizer.convert_ids_to_tokens(run.source_ids),
-                       "target_tokens": tokenizer.convert_ids_to_tokens(run.target_ids)})
-        translations.append(greedy_translation(model, tokenizer, run.source_ids, max_new_tokens))
-    return {"cross": cross, "translations": translations, "tokens": tokens}
+def record_step(model, tokenizer, sources: list[str], references: list[str], max_new_tokens: int) -> dict:
+    """One recording of all the sentences in one batch: per sentence the cross-attention over its reference
+    (`[layer][head][target][source]`, packed) from one teacher-forced forward pass with `output_attentions=True`, the
+    greedy translation (at most `max_new_tokens` tokens), and the tokens. Padding changes neither: padded keys get
+    no weight and padded rows are cut off. The model is in eval mode meanwhile (no dropout)."""
+    limit = input_limit(model, tokenizer)
+    source_ids = [tokenizer(text, truncation=True, max_length=limit)["input_ids"] for text in sources]
+    target_ids = [tokenizer(text_target=text, truncation=True, max_length=limit)["input_ids"] for text in references]
+    device = next(model.parameters()).device
+    pad, start = model.config.pad_token_id, model.config.decoder_start_token_id
 
+    def padded(rows):
+        width = max(map(len, rows))
+        return torch.tensor([row + [pad] * (width - len(row)) for row in rows], device=device)
 
-def greedy_translation(model, tokenizer, source_ids: list[int], max_new_tokens: int) -> str:
+    input_ids = padded(source_ids)
+    attention_mask = torch.tensor([[1] * len(row) + [0] * (input_ids.shape[1] - len(row)) for row in source_ids],
+                                  device=device)
+    decoder_input_ids = padded([[start] + row[:-1] for row in target_ids])  # <start> y_1 .. y_{n-1}
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            input_ids = torch.tensor([source_ids], device=next(model.parameters()).device)
-            generated = model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), num_beams=1,
+            outputs = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+                            output_attentions=True, use_cache=False)
+            generated = model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=1,
                                        do_sample=False, max_new_tokens=max_new_tokens)
     finally:
         model.train(was_training)
-    return tokenizer.decode(generated[0], skip_special_tokens=True)
+    cross = torch.stack(outputs.cross_attentions).float().cpu()  # (layers, batch, heads, targets, sources)
+    return {
+        "cross": [pack_weights(cross[:, i, :, : len(target), : len(source)].numpy())
+                  for i, (source, target) in enumerate(zip(source_ids, target_ids))],
+        "translations": tokenizer.batch_decode(generated, skip_special_tokens=True),
+        "tokens": [{"source_tokens": tokenizer.convert_ids_to_tokens(source),
+                    "target_tokens": tokenizer.convert_ids_to_tokens(target)}
+                   for source, target in zip(source_ids, target_ids)],
+    }
+
+
+def translation_limit(model, tokenizer, references: list[str]) -> int:
+    """The most tokens a recorded translation may have: twice the longest reference's plus 10 (a half-trained model
+    may repeat itself to the end), at most the model's generation limit."""
+    longest = max(len(tokenizer(text_target=text)["input_ids"]) for text in references)
+    ceiling = getattr(model.generation_config, "max_length", None) or input_limit(model, tokenizer)
+    return max(1, min(2 * longest + 10, ceiling))
 
 
 class TrainingWatch(TrainerCallback):
@@ -218,7 +243,7 @@ class TrainingWatch(TrainerCallback):
     def record(self, model, tokenizer, state) -> None:
         step = state.global_step
         recording = record_step(model, tokenizer, self.sources, self.references,
-                                max_new_tokens=getattr(model.generation_config, "max_length", 64) or 64)
+                                translation_limit(model, tokenizer, self.references))
         norms, self.norms = (self.norms if step > 0 else None), None
         write_json(os.path.join(self.folder, step_file(step)),
                    {"step": step, "translations": recording["translations"], "grad_norms": norms,

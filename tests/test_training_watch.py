@@ -203,6 +203,44 @@ def check_steps(frame, watch):
                                rtol=0, atol=1e-6)
 
 
+def test_the_page_of_20_steps_of_a_multi30k_sized_model_is_under_2_mb_and_draws_a_step_in_under_100_ms(browser,
+                                                                                                      tmp_path):
+    from vanilla_transformer.inspect.training_view import render_training_page
+    from vanilla_transformer.training.presets import PRESETS
+    from vanilla_transformer.training.watch import pack_weights
+
+    model = PRESETS["multi30k"].model
+    layers, heads, tokens = model["decoder_layers"], model["decoder_attention_heads"], 25  # longer than most
+    generator = np.random.default_rng(0)
+
+    def attention():
+        scores = generator.normal(size=(layers, heads, tokens, tokens))
+        return np.exp(scores) / np.exp(scores).sum(axis=-1, keepdims=True)
+
+    names = [f"{stack} layer {i}" for stack in ("encoder", "decoder") for i in range(layers)]
+    recordings = [{"step": 1000 * k, "translations": ["Ein Mann schläft auf einem Sofa ."] * 3,
+                   "grad_norms": None if k == 0 else dict.fromkeys(["embeddings", *names], 0.5),
+                   "cross": [pack_weights(attention()) for _ in range(3)]} for k in range(20)]
+    sentence = {"source": "A man sleeping in a green room on a couch .", "reference": "Ein Mann schläft .",
+                "source_tokens": [f"s{i}" for i in range(tokens)], "target_tokens": [f"t{i}" for i in range(tokens)]}
+    data = {"run": "multi30k", "sentences": [sentence] * 3, "layers": layers, "heads": heads,
+            "steps": [r["step"] for r in recordings], "max_steps": 19000,
+            "loss": [[100 * i, 9 - i / 40] for i in range(1, 191)], "recordings": recordings}
+    out = tmp_path / "training.html"
+    out.write_text(render_training_page(data), encoding="utf-8")
+    assert out.stat().st_size < 2_000_000
+    page, errors, _ = open_page(browser, out.as_uri())
+    page.locator("#explorer[data-ready=true]").wait_for()
+    page.locator("#head").select_option("0")
+    for index in range(len(recordings)):
+        page.locator("#training-step").fill(str(index))
+        assert float(page.locator("#explorer").get_attribute("data-draw-ms")) < 100
+        np.testing.assert_allclose(drawn(page), unpack_weights(recordings[index]["cross"][0])[-1, 0], rtol=0,
+                                   atol=1e-6)
+    assert errors == []
+    page.close()
+
+
 def test_static_training_page_replays_the_recordings_offline(run_dir, browser, tmp_path, capsys):
     out = tmp_path / "training.html"
     code, stdout, err = run_main(cli_main, ["explore", str(run_dir), "--training", "--html", str(out)], capsys)

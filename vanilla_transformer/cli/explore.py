@@ -3,8 +3,10 @@
     vanilla-transformer explore MODEL [--host 127.0.0.1] [--port 7860]       # a live local app; prints its URL
     vanilla-transformer explore MODEL --html OUT.html --text "..." [--text "..."]
     vanilla-transformer explore MODEL --space DIR [--model-id USER/NAME]
+    vanilla-transformer explore RUN_DIR --training [--html OUT.html]      # how a training run learned
 
-The views are described in `vanilla_transformer.inspect` and docs/explore.md.
+The views are described in `vanilla_transformer.inspect` and docs/explore.md; the training view replays the
+recordings a run made with --watch_steps (the demo preset records by default).
 """
 
 import argparse
@@ -25,7 +27,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "explore", help="interactive attention explorer: live app, offline page or Hub Space",
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="\n\n".join(__doc__.split("\n\n")[1:]))
-    parser.add_argument("model", metavar="MODEL", help="folder written by save_pretrained (model + tokenizer)")
+    parser.add_argument("model", metavar="MODEL", help="folder written by save_pretrained (model + tokenizer); with "
+                                                       "--training, a training run's --output_dir")
+    parser.add_argument("--training", action="store_true",
+                        help="the training view: how the run in MODEL learned, from its watch/ recordings (live app, "
+                             "or --html)")
     live = parser.add_argument_group("live app (the default)")
     live.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1: this machine only)")
     live.add_argument("--port", action=checked(_port), default=7860, help="port (default 7860)")
@@ -44,11 +50,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def check(args: argparse.Namespace) -> None:
     """The options of one of the three outputs: the live app, the page or the Space."""
+    if args.training and (args.space or args.text):
+        dropped = "--space" if args.space else "--text"
+        raise UsageError(f"--training shows the sentences the run recorded: drop {dropped}")
     if args.html and args.space:
         raise UsageError("--html and --space each make one thing: give one of them")
     if args.text and not args.html:
         raise UsageError("--text is for the page: give --html OUT.html too (the live app has its own text box)")
-    if args.html and not args.text:
+    if args.html and not args.text and not args.training:
         raise UsageError("--html needs at least one --text sentence")
     if args.model_id and not args.space:
         raise UsageError("--model-id is for --space")
@@ -65,6 +74,8 @@ def run(args: argparse.Namespace) -> None:
     from vanilla_transformer.inspect.page import render_page
 
     _check_outputs(args)  # before the (slow) model run
+    if args.training:
+        return _run_training_view(args)
     if args.space:
         out = _write_space(args)
         print(f"Wrote the Space folder {out}; publish it with huggingface_hub.upload_folder(folder_path="
@@ -78,9 +89,29 @@ def run(args: argparse.Namespace) -> None:
         print(f"Wrote {args.html} ({os.path.getsize(args.html) / 1e6:.2f} MB, {len(data)} sentence(s)); "
               "it opens offline in any browser")
         return
-    app = build_app(model, tokenizer)
+    _serve(build_app(model, tokenizer), args)
+
+
+def _run_training_view(args: argparse.Namespace) -> None:
+    """The training view of the run folder MODEL: the page, or the live app."""
+    from vanilla_transformer.files.staging import staged_file
+    from vanilla_transformer.inspect.app import build_training_app
+    from vanilla_transformer.inspect.training_view import render_training_page, training_data
+
+    if args.html:
+        data = training_data(args.model)
+        with staged_file(args.html, inputs=_local(args.model), what="--html", overwrite=args.overwrite) as f:
+            f.write(render_training_page(data))
+        print(f"Wrote {args.html} ({os.path.getsize(args.html) / 1e6:.2f} MB, {len(data['recordings'])} recorded "
+              f"steps, {len(data['sentences'])} sentence(s)); it opens offline in any browser")
+        return
+    training_data(args.model)  # a folder without recordings is one line now, not an error in the browser
+    _serve(build_training_app(args.model), args, what="Training view")
+
+
+def _serve(app, args: argparse.Namespace, what: str = "Attention explorer") -> None:
     app.launch(server_name=args.host, server_port=args.port, prevent_thread_lock=True, quiet=True)
-    print(f"Attention explorer running on {app.local_url} (Ctrl+C stops it)", flush=True)
+    print(f"{what} running on {app.local_url} (Ctrl+C stops it)", flush=True)
     try:
         app.block_thread()
     except KeyboardInterrupt:

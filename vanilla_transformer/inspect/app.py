@@ -12,6 +12,7 @@ from vanilla_transformer.extras import import_extra
 from vanilla_transformer.inspect.attention_run import configuration_of
 from vanilla_transformer.inspect.data import attention_data
 from vanilla_transformer.inspect.page import page_data, render_page
+from vanilla_transformer.inspect.training_view import render_training_page, training_data
 
 DECODING_CHOICES = ("greedy", "beam search", "sampling")
 MAX_TEXT_CHARACTERS = 2000  # a text box longer than this is cut before tokenizing (the model reads far fewer tokens)
@@ -27,6 +28,18 @@ def offline_theme():
     gr = _gradio()
     return gr.themes.Default(font=[gr.themes.Font("system-ui"), "sans-serif"],
                              font_mono=[gr.themes.Font("ui-monospace"), "monospace"])
+
+
+def offline_blocks_class():
+    """`gr.Blocks` whose `launch()` uses `offline_theme` (system fonts) unless given another theme."""
+    gr = _gradio()
+
+    class OfflineBlocks(gr.Blocks):
+        def launch(self, *args, **kwargs):
+            kwargs.setdefault("theme", offline_theme())
+            return super().launch(*args, **kwargs)
+
+    return OfflineBlocks
 
 
 def decoding_arguments(strategy: str, num_beams: float, temperature: float) -> dict:
@@ -64,7 +77,11 @@ def explore_text(model, tokenizer, text: str, strategy: str = "greedy", num_beam
 
 def iframe(data: dict) -> str:
     """The page for one text inside an iframe (its scripts run there, apart from the app's)."""
-    page = render_page([data])
+    return page_frame(render_page([data]))
+
+
+def page_frame(page: str) -> str:
+    """An explorer page inside an iframe (its scripts run there, apart from the app's)."""
     return (f'<iframe id="explorer-frame" title="Attention explorer" srcdoc="{html.escape(page, quote=True)}" '
             'style="width:100%;height:1200px;border:0" sandbox="allow-scripts"></iframe>')
 
@@ -98,11 +115,7 @@ def build_app(model, tokenizer, title: str | None = None):
     gr = _gradio()
     configuration = configuration_of(model)
 
-    class OfflineBlocks(gr.Blocks):
-        def launch(self, *args, **kwargs):
-            kwargs.setdefault("theme", offline_theme())
-            return super().launch(*args, **kwargs)
-
+    OfflineBlocks = offline_blocks_class()
     name = getattr(model.config, "_name_or_path", "") or type(model).__name__
     title = title or f"Attention explorer: {os.path.basename(os.path.normpath(name)) or name}"
     strategy, beams, temperature = _default_decoding(model)
@@ -140,4 +153,27 @@ def build_app(model, tokenizer, title: str | None = None):
         inputs = [source, decoding, num_beams, temp]
         button.click(run, inputs, [translation, data, views], api_name="translate")
         source.submit(run, inputs, [translation, data, views], api_name=False)
+    return app
+
+
+def build_training_app(run_dir: str, title: str | None = None):
+    """The live training view of `run_dir` (`training_view`): the same page as `--html` writes, read from the run
+    folder again at every page load and by the **Reload** button, so that it follows a run in progress."""
+    gr = _gradio()
+    name = os.path.basename(os.path.normpath(os.path.abspath(run_dir)))
+    title = title or f"Training, watched: {name}"
+
+    def load():
+        try:
+            return page_frame(render_training_page(training_data(run_dir)))
+        except ValueError as error:
+            raise gr.Error(str(error), print_exception=False) from None
+
+    with offline_blocks_class()(title=title, analytics_enabled=False) as app:
+        gr.Markdown(f"## {html.escape(title)}\nThe recordings of the run in `{html.escape(run_dir)}`: move the step "
+                    "slider to see the attention align and the translation improve.")
+        button = gr.Button("Reload (a run in progress records more steps)", elem_id="reload")
+        views = gr.HTML(elem_id="views", js_on_load=_FIT_FRAME_JS)
+        button.click(load, [], [views], api_name=False)
+        app.load(load, [], [views], api_name=False)
     return app

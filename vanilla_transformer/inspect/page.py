@@ -112,7 +112,12 @@ def page_data(data: dict) -> dict:
 def page_json(data_list: list[dict]) -> str:
     """The data as the page embeds it (`page_data` of each), with `</` escaped so that no text of the data can end
     the script element."""
-    text = json.dumps([page_data(data) for data in data_list], ensure_ascii=False, separators=(",", ":"))
+    return script_json([page_data(data) for data in data_list])
+
+
+def script_json(value) -> str:
+    """`value` as compact JSON with `</` and `<!--` escaped, so that no text of it can end the script element."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return text.replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
@@ -120,12 +125,18 @@ def render_page(data_list: list[dict], title: str = "Attention explorer") -> str
     """The self-contained page (HTML with inline CSS, JS and data) for `data_list` (one `attention_data` per text)."""
     if not data_list:
         raise ValueError("no texts to show: give at least one attention_data")
+    return assemble_page(page_json(data_list), SCRIPTS, title)
+
+
+def assemble_page(data_json: str, scripts, title: str) -> str:
+    """page.html with the CSS, the `scripts` of `explore_assets/` (in order) and `data_json` (already escaped for a
+    script element, as `page_json` makes it) inline: the explorer's page and its training view share it."""
     page = _asset("page.html")
     # each placeholder is replaced once, data last, so nothing in the data is taken for a placeholder
     page = page.replace("{{TITLE}}", html.escape(title))
     page = page.replace("/*{{STYLE}}*/", _asset("explore.css"))
-    page = page.replace("/*{{SCRIPT}}*/", "\n".join(_asset(name) for name in SCRIPTS))
-    return page.replace("{{DATA}}", page_json(data_list))
+    page = page.replace("/*{{SCRIPT}}*/", "\n".join(_asset(name) for name in scripts))
+    return page.replace("{{DATA}}", data_json)
 
 
 def write_html(path: str | os.PathLike, data_list: list[dict], title: str = "Attention explorer") -> str:

@@ -95,6 +95,13 @@ class DataArguments:
                 "text (as the dataset's *.lc.norm.tok files), no further tokenisation (training/metrics.py)."})
     num_sample_translations: int = field(default=0, metadata={
         "help": "At the end, print this many test translations made by pipeline('translation', model=output_dir)."})
+    watch_steps: float = field(default=0.0, metadata={
+        "help": "Record every N steps (a number below 1: that fraction of --max_steps) the cross-attention and greedy "
+                "translation of --watch_sentences validation sentences, and each layer's gradient norm, into "
+                "OUTPUT_DIR/watch/ for `vanilla-transformer explore OUTPUT_DIR --training` (training/watch.py). "
+                "0: off."})
+    watch_sentences: int = field(default=3, metadata={
+        "help": "With --watch_steps: how many validation sentences (the first ones) to record."})
 
     def __post_init__(self):
         if not (0.0 <= self.bpe_dropout < 1.0):  # also NaN

@@ -83,7 +83,8 @@ PRESETS: dict[str, Preset] = {
                    decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512, dropout=0.1,
                    max_position_embeddings=128),
         data=dict(vocab_size=1000, max_source_length=64, max_target_length=64,
-                  num_sample_translations=6, bleu_tokenize="char"),  # German number words have no spaces
+                  num_sample_translations=6, bleu_tokenize="char",  # German number words have no spaces
+                  watch_steps=0.05),  # 20 recordings of the run for `vanilla-transformer explore --training`
         training=dict(max_tokens=2048, max_steps=1500, warmup_steps=300, logging_steps=100, save_steps=500,
                       save_total_limit=2, eval_strategy="no", per_device_eval_batch_size=100),
     ),

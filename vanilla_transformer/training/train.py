@@ -52,6 +52,7 @@ from vanilla_transformer.training.run_folder import (
     save,
 )
 from vanilla_transformer.training.summary import RunState, training_summary
+from vanilla_transformer.training.watch import watch_callbacks
 
 
 def train(trainer, training_args, resume: str | None) -> dict:
@@ -89,6 +90,7 @@ def run(data_args, model_args, training_args, callbacks=None) -> dict:
     # processes of a distributed run share the new tokenizer through a hidden folder).
     context = RunContext(data_args, model_args, training_args, resume=resume, callbacks=callbacks)
     data = context.data = load_data(data_args, training_args)
+    context.callbacks = [*(callbacks or []), *watch_callbacks(data_args, training_args, data.splits)]  # watch.py
     context.tokenizer = build_tokenizer(context)
     context.model = build_model(model_args, PRESETS[data_args.preset], context.tokenizer, resume)
     prepare_model(context)

@@ -29,13 +29,13 @@ from dataclasses import asdict, dataclass, field
 import torch
 from transformers.trainer_utils import get_last_checkpoint
 
+from vanilla_transformer.cli.options import UsageError
 from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer.extras import import_extra
 from vanilla_transformer.inspect.plots import new_figure
 from vanilla_transformer.training import train as recipe
 from vanilla_transformer.training.arguments import parse_arguments
 from vanilla_transformer.training.build import load_data
-from vanilla_transformer.training.messages import UsageError
 from vanilla_transformer.training.metrics import translation_scores
 from vanilla_transformer.training.presets import PRESETS
 from vanilla_transformer.translate import load_model_and_tokenizer, translate
@@ -348,7 +348,7 @@ def dev_set(study: Study, seed: int):
 
 def read_dev_set(recipe_options: list[str], seed: int):
     data_args, _, training_args, _ = parse_arguments([*recipe_options, "--seed", str(seed)])
-    splits = load_data(data_args, training_args)[0]
+    splits = load_data(data_args, training_args).splits
     if "validation" not in splits:
         raise UsageError("the study scores the dev set: give --validation_source and --validation_target (or a "
                          "dataset with a validation split)")

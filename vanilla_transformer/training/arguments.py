@@ -200,6 +200,15 @@ def check_config_key(key: str) -> None:
         raise ValueError(f"--config_overrides: unknown key {key!r} ({hint})")
 
 
+def hyphens_first(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The command line's convention, hyphens (`--max-train-minutes`), first in `--help` and in argparse's messages;
+    HfArgumentParser accepts both spellings of every option, so the underscore one (transformers' examples, e.g.
+    run_translation.py) keeps working."""
+    for action in parser._actions:  # argparse keeps no public list of its actions
+        action.option_strings.sort(key=lambda option: "_" in option)
+    return parser
+
+
 def explicit_options(parser: argparse.ArgumentParser, argv: list[str], dataclass_types) -> set[str]:
     """Names of the options given on the command line (as opposed to taken from a default or preset): parsed once
     more with every default replaced by a marker (argparse leaves the defaults of options not given)."""
@@ -254,7 +263,7 @@ def parse_arguments(argv: list[str] | None = None):
     known = preset_parser.parse_known_args(argv)[0]
     preset_name = known.preset
     dataclass_types = (DataArguments, ModelArguments, TranslationTrainingArguments)
-    parser = HfArgumentParser(dataclass_types, usage=USAGE)
+    parser = hyphens_first(HfArgumentParser(dataclass_types, usage=USAGE))
     if preset_name not in PRESETS:
         parser.error(f"unknown --preset {preset_name!r}; choose one of {', '.join(PRESETS)}")
     preset = PRESETS[preset_name]

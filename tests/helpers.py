@@ -34,6 +34,34 @@ def run_main(main, argv: list[str], capsys) -> tuple[int, str, str]:
     out, err = capsys.readouterr()
     return code, out, err
 
+
+def train_command(argv: list[str]) -> None:
+    """`vanilla-transformer train ARGV` in this process: the recipe under the command's exit-code rule (options that
+    do not go together exit 2 with the usage, any other reported problem exits 1 with one line)."""
+    from vanilla_transformer.cli.main import main
+
+    main(["train", *map(str, argv)])
+
+
+TRAIN_ERROR = "vanilla-transformer train: error: "
+
+
+def train_usage_error(code: int, stderr: str) -> str:
+    """The error line ("vanilla-transformer train: error: MESSAGE") of a usage error of `vanilla-transformer train`,
+    checked: exit status 2, the usage first, then exactly one error line, the last, and no traceback."""
+    lines = stderr.strip().splitlines()
+    assert code == 2 and stderr.startswith("usage: vanilla-transformer train") and "Traceback" not in stderr, stderr
+    assert [line for line in lines if TRAIN_ERROR in line] == lines[-1:] and lines[-1].startswith(TRAIN_ERROR), stderr
+    return lines[-1]
+
+
+def train_error(code: int, stderr: str) -> str:
+    """The error line ("vanilla-transformer train: error: MESSAGE") of any other problem `vanilla-transformer train`
+    reports, checked: exit status 1, and stderr is that one line: no usage, no traceback."""
+    assert code == 1 and stderr.count("\n") == 1 and stderr.startswith(TRAIN_ERROR), stderr
+    assert "Traceback" not in stderr and "usage:" not in stderr, stderr
+    return stderr.rstrip("\n")
+
 # The first lines of a script run in a fresh interpreter (`python -I`): our packages cannot be imported there even where
 # they are installed (`pip install -e .`), as on a machine that has only a downloaded checkpoint folder.
 HIDE_PACKAGE = textwrap.dedent(

@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from helpers import REPO_ROOT, run_main
+from helpers import REPO_ROOT, run_main, train_command, train_usage_error
 from translation_fixtures import tiny_tokenizer, tiny_translator
 from vanilla_transformer.checkpoints.validate import CheckpointError, check_checkpoint
 
@@ -142,7 +142,6 @@ def test_plot_average_train_and_convert_refuse_a_truncated_checkpoint(whole, tmp
 
     from vanilla_transformer.cli.main import main
     from vanilla_transformer.training.average_checkpoints import main as average_main
-    from vanilla_transformer.training.train import main as train_main
 
     folder = _copy(whole, tmp_path, "checkpoint-1")
     good = _copy(whole, tmp_path, "checkpoint-2")
@@ -156,9 +155,10 @@ def test_plot_average_train_and_convert_refuse_a_truncated_checkpoint(whole, tmp
                             capsys)
     _assert_refused(code, err, folder, file_name, problem, averaged)
     trained = tmp_path / "trained"
-    code, _, err = run_main(train_main, ["--preset", "demo", "--model_name_or_path", str(folder), "--output_dir",
-                                         str(trained)], capsys)
+    code, _, err = run_main(train_command, ["--preset", "demo", "--model_name_or_path", str(folder), "--output_dir",
+                                            str(trained)], capsys)
     _assert_refused(code, err, folder, file_name, problem, trained)
+    train_usage_error(code, err)  # an option the run cannot use: exit status 2, the usage and the one error line
 
     marian = tmp_path / "marian"
     MarianMTModel(MarianConfig(vocab_size=40, d_model=16, encoder_layers=1, decoder_layers=1,
@@ -172,14 +172,13 @@ def test_plot_average_train_and_convert_refuse_a_truncated_checkpoint(whole, tmp
 
 
 def test_resuming_from_a_broken_checkpoint_is_refused(whole, tmp_path, capsys):
-    from vanilla_transformer.training.train import main as train_main
-
     output_dir = tmp_path / "run"
     output_dir.mkdir()
     folder = _copy(whole, output_dir, "checkpoint-3")
     file_name, problem = weight_missing(folder)
     before = sorted(os.listdir(output_dir))
-    code, _, err = run_main(train_main, ["--preset", "demo", "--output_dir", str(output_dir),
-                                         "--resume_from_checkpoint", "true"], capsys)
+    code, _, err = run_main(train_command, ["--preset", "demo", "--output_dir", str(output_dir),
+                                            "--resume_from_checkpoint", "true"], capsys)
     _assert_refused(code, err, folder, file_name, problem, tmp_path / "nothing")
+    train_usage_error(code, err)  # exit status 2, the usage and the one error line
     assert sorted(os.listdir(output_dir)) == before

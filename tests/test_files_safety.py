@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import load_file
 from test_cli_translate import SENTENCES, one_at_a_time, save_tiny_translator
 
-from helpers import run_main
+from helpers import TRAIN_ERROR, run_main, train_command, train_error, train_usage_error
 from vanilla_transformer.files import (
     MANIFEST_NAME,
     OutputError,
@@ -78,6 +78,8 @@ def run_forked(function, *, kill_at: int | None = None, watch: str = "", fsize: 
         try:
             os.close(read_end)
             os.dup2(write_end, 2)
+            # what the function prints to sys.stderr (the command's error line) reaches the pipe, not pytest's capture
+            sys.stderr = open(2, "w", buffering=1, encoding="utf-8", closefd=False)
             if fsize is not None:
                 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG
                 resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
@@ -110,6 +112,7 @@ def run_forked(function, *, kill_at: int | None = None, watch: str = "", fsize: 
         except BaseException as error:  # noqa: BLE001
             os.write(2, f"child raised {type(error).__name__}: {error}\n".encode())
         finally:
+            sys.stderr.flush()
             os._exit(code)
     os.close(write_end)
     with os.fdopen(read_end, "rb") as f:
@@ -215,10 +218,10 @@ def test_a_full_disk_is_one_line_naming_the_folder_and_what_was_there_stays_whol
     code, stderr = run_forked(lambda: train_main(argv), kill_at=1, watch="checkpoint-4")
     before = tree_digest(out / "checkpoint-2")
     # the next run may write no file larger than 20 kB: the model's weights (~100 kB) fail with EFBIG
-    code, stderr = run_forked(lambda: train_main([*argv, "--resume_from_checkpoint", "true"]), fsize=20_000)
+    code, stderr = run_forked(lambda: train_command([*argv, "--resume_from_checkpoint", "true"]), fsize=20_000)
     assert code == 1, stderr
     last = stderr.strip().splitlines()[-1]
-    assert last.startswith(f"error: Cannot write to {out}") and "Traceback" not in stderr, stderr
+    assert last.startswith(f"{TRAIN_ERROR}Cannot write to {out}") and "Traceback" not in stderr, stderr
     assert tree_digest(out / "checkpoint-2") == before
     assert assert_whole_checkpoints(out) == ["checkpoint-2"]
     train_main([*argv, "--resume_from_checkpoint", "true"])  # with room again, the run ends as it would have
@@ -233,9 +236,9 @@ def test_a_bad_option_into_a_finished_model_folder_writes_nothing(tmp_path, fini
     model = tmp_path / "M"
     shutil.copytree(finished, model, ignore=shutil.ignore_patterns("checkpoint-*"))
     before = tree_digest(model)
-    code, _, stderr = run_main(train_main, ["--output_dir", str(model), *tiny(warmup_steps=0, vocab_size=300)],
+    code, _, stderr = run_main(train_command, ["--output_dir", str(model), *tiny(warmup_steps=0, vocab_size=300)],
                                capsys)
-    assert code == 1 and stderr.count("\n") == 1
+    assert "--warmup_steps" in train_usage_error(code, stderr)
     assert tree_digest(model) == before  # tokenizer.json not replaced by the 300-token vocabulary
 
 
@@ -243,10 +246,10 @@ def test_a_finished_model_is_refused_like_checkpoints_are(tmp_path, finished, ca
     model = tmp_path / "M"
     shutil.copytree(finished, model, ignore=shutil.ignore_patterns("checkpoint-*"))
     before = tree_digest(model)
-    code, _, stderr = run_main(train_main, ["--output_dir", str(model), *tiny(max_steps=2)], capsys)
-    assert code == 1 and stderr.count("\n") == 1
-    assert "already holds a finished model" in stderr and "--resume_from_checkpoint" in stderr
-    assert "--overwrite_output_dir" in stderr
+    code, _, stderr = run_main(train_command, ["--output_dir", str(model), *tiny(max_steps=2)], capsys)
+    line = train_usage_error(code, stderr)
+    assert "already holds a finished model" in line and "--resume_from_checkpoint" in line
+    assert "--overwrite_output_dir" in line
     assert tree_digest(model) == before
 
 
@@ -254,16 +257,16 @@ def test_overwrite_deletes_nothing_before_every_option_is_checked(tmp_path, fini
     run = tmp_path / "run"
     shutil.copytree(finished, run)
     before = tree_digest(run)
-    code, _, stderr = run_main(train_main, ["--output_dir", str(run), "--overwrite_output_dir", "true",
-                                            *tiny(warmup_steps=0)], capsys)
-    assert code == 1 and "--warmup_steps" in stderr
+    code, _, stderr = run_main(train_command, ["--output_dir", str(run), "--overwrite_output_dir", "true",
+                                               *tiny(warmup_steps=0)], capsys)
+    assert "--warmup_steps" in train_usage_error(code, stderr)
     assert tree_digest(run) == before  # the old checkpoints are all still there
     # a bad data file is found before anything is deleted, too
-    code, _, stderr = run_main(train_main, ["--output_dir", str(run), "--overwrite_output_dir", "true",
-                                            "--preset", "multi30k", "--train_source", str(tmp_path / "no.en"),
-                                            "--train_target", str(tmp_path / "no.de"),
-                                            *tiny(average_last_n_checkpoints=0)], capsys)
-    assert code == 1 and "does not exist" in stderr
+    code, _, stderr = run_main(train_command, ["--output_dir", str(run), "--overwrite_output_dir", "true",
+                                               "--preset", "multi30k", "--train_source", str(tmp_path / "no.en"),
+                                               "--train_target", str(tmp_path / "no.de"),
+                                               *tiny(average_last_n_checkpoints=0)], capsys)
+    assert "does not exist" in train_error(code, stderr)
     assert tree_digest(run) == before
 
 
@@ -274,9 +277,10 @@ def test_overwrite_deletes_nothing_before_every_option_is_checked(tmp_path, fini
 def test_a_second_concurrent_run_into_the_same_folder_is_refused(tmp_path, capsys):
     out = tmp_path / "run"
     with RunLock(out):  # another run holds the folder
-        code, _, stderr = run_main(train_main, ["--output_dir", str(out), *tiny(max_steps=2)], capsys)
+        code, _, stderr = run_main(train_command, ["--output_dir", str(out), *tiny(max_steps=2)], capsys)
     assert code == 1 and "Traceback" not in stderr
-    assert stderr.strip().splitlines()[-1].startswith(f"error: {out} is in use by another run (process {os.getpid()}")
+    assert stderr.strip().splitlines()[-1].startswith(f"{TRAIN_ERROR}{out} is in use by another run (process "
+                                                      f"{os.getpid()}")
     assert f"{out} is in use by another run (process {os.getpid()}" in stderr
     assert not [n for n in os.listdir(out) if n.startswith("checkpoint-")]
 
@@ -316,8 +320,8 @@ def test_an_output_dir_that_cannot_be_written_is_one_line(tmp_path, where, capsy
         os.chmod(tmp_path / "ro", 0o555)
     out = {"file": tmp_path / "a_file", "under_file": tmp_path / "a_file" / "run",
            "read_only": tmp_path / "ro" / "run"}[where]
-    code, _, stderr = run_main(train_main, ["--output_dir", str(out), *tiny(max_steps=2)], capsys)
-    assert code == 1 and stderr.count("\n") == 1 and stderr.startswith("error: --output_dir: "), stderr
+    code, _, stderr = run_main(train_command, ["--output_dir", str(out), *tiny(max_steps=2)], capsys)
+    assert train_usage_error(code, stderr).startswith(f"{TRAIN_ERROR}--output_dir: "), stderr
     assert (tmp_path / "a_file").read_text() == "x"
 
 
@@ -629,9 +633,9 @@ def test_a_full_tmpfs_is_one_line_and_the_earlier_checkpoint_stays_whole(tmpfs, 
     # a checkpoint of the tiny run takes ~480 kB: the first fits in 800 kB, the second cannot
     out = tmpfs("size=800k") / "run"
     argv = ["--output_dir", str(out), *tiny()]
-    code, stderr = run_forked(lambda: train_main(argv))
+    code, stderr = run_forked(lambda: train_command(argv))
     last = stderr.strip().splitlines()[-1]
-    assert code == 1 and last.startswith(f"error: Cannot write to {out}: "), stderr
+    assert code == 1 and last.startswith(f"{TRAIN_ERROR}Cannot write to {out}: "), stderr
     assert "No space left" in last or "the disk is full" in last, last
     assert "Traceback" not in stderr
     assert assert_whole_checkpoints(out) == ["checkpoint-2"]
@@ -645,10 +649,11 @@ def test_an_output_dir_on_a_read_only_file_system_is_one_line(tmpfs, capsys):
     folder = tmpfs("size=1m")
     (folder / "old").mkdir()
     tmpfs("ro,size=1m")
-    code, _, stderr = run_main(train_main, ["--output_dir", str(folder / "old" / "run"), *tiny(max_steps=2)], capsys)
-    assert code == 1 and stderr.count("\n") == 1, stderr
-    assert stderr.startswith(f"error: --output_dir: {folder / 'old' / 'run'} cannot be written: {folder / 'old'} is "
-                             "read-only"), stderr
+    code, _, stderr = run_main(train_command, ["--output_dir", str(folder / "old" / "run"), *tiny(max_steps=2)],
+                               capsys)
+    line = train_usage_error(code, stderr)
+    assert line.startswith(f"{TRAIN_ERROR}--output_dir: {folder / 'old' / 'run'} cannot be written: {folder / 'old'} "
+                           "is read-only"), stderr
 
 
 def test_overwriting_never_deletes_the_model_a_run_starts_from(tmp_path, finished, capsys):
@@ -663,8 +668,8 @@ def test_overwriting_never_deletes_the_model_a_run_starts_from(tmp_path, finishe
     ]:
         keep = [item for name, value in TINY_OPTIONS.items() if name not in MODEL_OPTIONS
                 for item in (f"--{name}", str(value))]
-        code, _, stderr = run_main(train_main, [*argv, *keep], capsys)
-        assert code == 1 and stderr.count("\n") == 1 and words in stderr, stderr
+        code, _, stderr = run_main(train_command, [*argv, *keep], capsys)
+        assert words in train_usage_error(code, stderr), stderr
     assert tree_digest(run) == before
 
 
@@ -926,9 +931,9 @@ def test_training_from_a_single_stack_folder_is_one_line(single_stack_folders, t
     out = tmp_path / "run"
     keep = [item for name, value in TINY_OPTIONS.items() if name not in MODEL_OPTIONS
             for item in (f"--{name}", str(value))]
-    code, _, stderr = run_main(train_main, ["--output_dir", str(out), "--model_name_or_path",
-                                            str(single_stack_folders["decoder-only"]), *keep], capsys)
-    assert code == 1 and stderr.count("\n") == 1 and "Traceback" not in stderr, stderr
+    code, _, stderr = run_main(train_command, ["--output_dir", str(out), "--model_name_or_path",
+                                               str(single_stack_folders["decoder-only"]), *keep], capsys)
     assert (f"{single_stack_folders['decoder-only']} holds a decoder-only language model "
-            "(VanillaTransformerForCausalLM); --model_name_or_path needs a translation model (seq2seq)") in stderr
+            "(VanillaTransformerForCausalLM); --model_name_or_path needs a translation model (seq2seq)") in (
+        train_usage_error(code, stderr))
     assert not out.exists()

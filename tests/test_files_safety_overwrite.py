@@ -21,7 +21,7 @@ import pytest
 from test_convert import build_source
 from test_files_safety import TINY_OPTIONS, run_forked, tiny, tmpfs, tree_digest  # noqa: F401  (tmpfs: a fixture)
 
-from helpers import run_main
+from helpers import TRAIN_ERROR, run_main, train_command, train_usage_error
 from translation_fixtures import tiny_tokenizer, tiny_translator
 from vanilla_transformer.cli.main import main as cli_main
 from vanilla_transformer.files import MANIFEST_NAME, foreign_entries, read_manifest
@@ -321,7 +321,8 @@ def test_a_folder_saved_without_a_manifest_translates_and_is_refused_by_overwrit
 
 
 def train(argv, capsys):
-    return run_main(train_main, argv, capsys)
+    """`vanilla-transformer train ARGV`: (exit status, stdout, stderr)."""
+    return run_main(train_command, argv, capsys)
 
 
 @pytest.fixture(scope="module")
@@ -339,8 +340,8 @@ def test_a_run_into_a_folder_of_foreign_files_is_refused_with_or_without_overwri
     before = tree_digest(data)
     for extra in ([], ["--overwrite_output_dir", "true"]):
         code, _, err = train(["--output_dir", str(data), *tiny(max_steps=2), *extra], capsys)
-        line = one_line(code, err)
-        assert code == 1 and f"--output_dir {data} holds files this project did not write" in line, line
+        line = train_usage_error(code, err)
+        assert f"--output_dir {data} holds files this project did not write" in line, line
         assert "README.md, config.json" in line, line
     assert tree_digest(data) == before and sorted(os.listdir(data)) == ["README.md", "config.json"]
 
@@ -355,14 +356,14 @@ def test_overwrite_output_dir_starts_an_earlier_run_again_but_never_removes_a_fo
     before = tree_digest(out)
     for extra in (["--overwrite_output_dir", "true"], ["--resume_from_checkpoint", "true"]):
         code, _, err = train(["--output_dir", str(out), *tiny(max_steps=4, save_steps=2), *extra], capsys)
-        line = one_line(code, err)
-        assert code == 1 and "thesis.txt" in line and "did not write" in line, line
+        line = train_usage_error(code, err)
+        assert "thesis.txt" in line and "did not write" in line, line
     assert tree_digest(out) == before
     os.remove(out / "thesis.txt")
     code, _, err = train(["--output_dir", str(out), *tiny(max_steps=2, save_steps=2), "--overwrite_output_dir",
                           "true"], capsys)
-    line = one_line(code, err)
-    assert code == 1 and "checkpoint-2/notes.txt" in line, line  # inside a checkpoint that would be removed
+    line = train_usage_error(code, err)
+    assert "checkpoint-2/notes.txt" in line, line  # inside a checkpoint that would be removed
     os.remove(out / "checkpoint-2" / "notes.txt")
     code, _, err = train(["--output_dir", str(out), *tiny(max_steps=2, save_steps=2), "--overwrite_output_dir",
                           "true"], capsys)
@@ -384,32 +385,35 @@ def test_an_architecture_option_that_disagrees_with_the_resumed_checkpoint_is_on
                                   "--config_overrides max_position_embeddings=40 disagrees")]:
         code, _, err = train(["--output_dir", str(out), *tiny(max_steps=4, **{option: value}),
                               "--resume_from_checkpoint", "true"], capsys)
-        line = one_line(code, err)
+        line = train_usage_error(code, err)
         saved = {"d_model": "d_model=32", "config_overrides": "max_position_embeddings=20"}[option]
-        assert code == 1 and words in line and f"which has {saved}" in line, line
+        assert words in line and f"which has {saved}" in line, line
     assert tree_digest(out) == before
 
 
-@pytest.mark.parametrize("option, value, words, status", [
-    ("max_train_minutes", "nan", "--max_train_minutes must be a finite number, got nan", 1),
-    ("max_train_minutes", "inf", "--max_train_minutes must be a finite number, got inf", 1),
-    ("learning_rate", "nan", "--learning_rate must be a finite number, got nan", 1),
-    ("label_smoothing_factor", "-0.1", "--label_smoothing_factor must be 0 or more, got -0.1", 1),
-    ("weight_decay", "inf", "--weight_decay must be a finite number, got inf", 1),
-    ("max_source_length", "-5", "--max_source_length must be 0 or more, got -5", 1),
-    ("bpe_dropout", "nan", "--bpe_dropout must be at least 0 and below 1, got nan", 2),  # its own check, argparse's
+@pytest.mark.parametrize("option, value, words, checked_by", [
+    ("max_train_minutes", "nan", "--max_train_minutes must be a finite number, got nan", "recipe"),
+    ("max_train_minutes", "inf", "--max_train_minutes must be a finite number, got inf", "recipe"),
+    ("learning_rate", "nan", "--learning_rate must be a finite number, got nan", "recipe"),
+    ("label_smoothing_factor", "-0.1", "--label_smoothing_factor must be 0 or more, got -0.1", "recipe"),
+    ("weight_decay", "inf", "--weight_decay must be a finite number, got inf", "recipe"),
+    ("max_source_length", "-5", "--max_source_length must be 0 or more, got -5", "recipe"),
+    ("bpe_dropout", "nan", "--bpe_dropout must be at least 0 and below 1, got nan", "argparse"),  # its own check
 ])
-def test_a_number_option_that_is_not_finite_or_in_range_is_one_line_at_parse_time(option, value, words, status,
+def test_a_number_option_that_is_not_finite_or_in_range_is_one_line_at_parse_time(option, value, words, checked_by,
                                                                                   tmp_path, capsys):
+    """A usage error either way (exit status 2): the recipe's UsageError after the train command's usage, or the
+    error of the recipe's own argument parser."""
     code, _, err = train(["--output_dir", str(tmp_path / "run"), *tiny(**{option: value})], capsys)
-    assert code == status and words in one_line(code, err), err
+    line = train_usage_error(code, err) if checked_by == "recipe" else one_line(code, err)
+    assert code == 2 and words in line, err
     assert not (tmp_path / "run").exists()
 
 
 def test_the_options_of_a_run_are_checked_before_anything_is_written(tmp_path, capsys):
     assert "max_steps" in TINY_OPTIONS  # the tiny run of test_files_safety
     code, _, err = train(["--output_dir", str(tmp_path / "run"), *tiny(max_steps=2, max_train_minutes="nan")], capsys)
-    assert code == 1 and one_line(code, err) == "error: --max_train_minutes must be a finite number, got nan", err
+    assert train_usage_error(code, err) == f"{TRAIN_ERROR}--max_train_minutes must be a finite number, got nan", err
     assert not (tmp_path / "run").exists()
 
 
@@ -426,8 +430,8 @@ def test_what_a_killed_run_made_stays_ours_and_a_finished_run_records_its_logs(t
     assert not foreign_entries(out) and any(key.startswith("runs/") for key in read_manifest(out))
     (out / "runs" / "mine.txt").write_text("added by the user")
     code, _, err = train([*argv, "--overwrite_output_dir", "true"], capsys)
-    line = one_line(code, err)
-    assert code == 1 and "runs/mine.txt" in line, line
+    line = train_usage_error(code, err)
+    assert "runs/mine.txt" in line, line
 
 
 def test_a_runs_checkpoints_and_final_model_get_the_permissions_of_the_umask(earlier_run):

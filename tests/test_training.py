@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import run_main, train_command, train_error, train_usage_error
 from vanilla_transformer.training.arguments import parse_arguments
 from vanilla_transformer.training.average_checkpoints import average_checkpoints, last_checkpoints
 from vanilla_transformer.training.average_checkpoints import main as average_main
@@ -317,25 +318,27 @@ def test_averaging_more_checkpoints_than_the_run_saves_stops_before_training(tmp
     ("pad_token_id=5", "--config_overrides: pad_token_id is set from the tokenizer."),
     ("normalize_before", "--config_overrides expects key=value pairs"),
 ])
-def test_config_overrides_with_an_unknown_key_stop_the_run_with_one_line_naming_it(tmp_path, overrides, expected):
-    message = _error_of([*tiny(config_overrides=overrides), "--output_dir", str(tmp_path / "out")])
-    assert message.startswith("error: " + expected) and "\n" not in message
+def test_config_overrides_with_an_unknown_key_stop_the_run_with_one_line_naming_it(tmp_path, capsys, overrides,
+                                                                                 expected):
+    message = _usage_error_of([*tiny(config_overrides=overrides), "--output_dir", str(tmp_path / "out")], capsys)
+    assert message.startswith("vanilla-transformer train: error: " + expected) and "\n" not in message
     assert not (tmp_path / "out").exists()  # stopped before any work
 
 
 @pytest.mark.parametrize("value", ["nan", "inf"])
-def test_a_length_penalty_that_is_not_a_finite_number_stops_the_run_with_one_line(tmp_path, value):
-    message = _error_of([*tiny(), "--length_penalty", value, "--output_dir", str(tmp_path / "out")])
+def test_a_length_penalty_that_is_not_a_finite_number_stops_the_run_with_one_line(tmp_path, capsys, value):
+    message = _usage_error_of([*tiny(), "--length_penalty", value, "--output_dir", str(tmp_path / "out")], capsys)
     assert f"--length_penalty must be a finite number, got {float(value)}" in message and "\n" not in message
 
 
-def test_config_overrides_with_a_bad_value_stop_the_run_with_one_line_naming_it(tmp_path):
+def test_config_overrides_with_a_bad_value_stop_the_run_with_one_line_naming_it(tmp_path, capsys):
     out = ["--output_dir", str(tmp_path / "out")]
-    message = _error_of([*tiny(config_overrides="position_embedding_type=rotary,dropout=2"), *out])
-    assert message.startswith("error: Invalid VanillaTransformerConfig: ") and "\n" not in message
+    message = _usage_error_of([*tiny(config_overrides="position_embedding_type=rotary,dropout=2"), *out], capsys)
+    assert message.startswith("vanilla-transformer train: error: Invalid VanillaTransformerConfig: ")
     assert "dropout=2 must be in [0, 1)" in message and "position_embedding_type='rotary'" in message
-    message = _error_of([*tiny(config_overrides="encoder_layers=two"), "--overwrite_output_dir", "true", *out])
-    assert message == "error: Field 'encoder_layers' expected int, got str (value: 'two')"
+    message = _usage_error_of([*tiny(config_overrides="encoder_layers=two"), "--overwrite_output_dir", "true", *out],
+                              capsys)
+    assert message == "vanilla-transformer train: error: Field 'encoder_layers' expected int, got str (value: 'two')"
 
 
 def test_every_preset_names_only_config_fields_and_builds_a_valid_config():
@@ -361,32 +364,36 @@ def _write(path, lines):
     return str(path)
 
 
-def _error_of(argv) -> str:
-    with pytest.raises(SystemExit) as raised:
-        train_main(argv)
-    return str(raised.value.code)
+def _error_of(argv, capsys) -> str:
+    """The one line `vanilla-transformer train` reports a problem with (exit status 1)."""
+    return train_error(*run_main(train_command, argv, capsys)[::2])
 
 
-def test_bad_parallel_files_are_reported_by_name_and_count(tmp_path):
+def _usage_error_of(argv, capsys) -> str:
+    """The error line of options that do not go together (exit status 2, after the usage)."""
+    return train_usage_error(*run_main(train_command, argv, capsys)[::2])
+
+
+def test_bad_parallel_files_are_reported_by_name_and_count(tmp_path, capsys):
     src = _write(tmp_path / "train.en", ["one", "two", "three"])
     tgt = _write(tmp_path / "train.de", ["eins", "zwei"])
     empty = _write(tmp_path / "empty.de", ["", "  "])
     out = ["--output_dir", str(tmp_path / "out"), *TINY]
 
-    message = _error_of(["--preset", "multi30k", "--train_source", src, "--train_target", tgt, *out])
+    message = _error_of(["--preset", "multi30k", "--train_source", src, "--train_target", tgt, *out], capsys)
     assert src in message and tgt in message and "3 lines" in message and "2" in message
 
-    message = _error_of(["--preset", "multi30k", "--train_source", src, "--train_target", empty, *out])
+    message = _error_of(["--preset", "multi30k", "--train_source", src, "--train_target", empty, *out], capsys)
     assert empty in message and "empty" in message
 
     missing = str(tmp_path / "nope.de")
-    message = _error_of(["--preset", "multi30k", "--train_source", src, "--train_target", missing, *out])
+    message = _error_of(["--preset", "multi30k", "--train_source", src, "--train_target", missing, *out], capsys)
     assert missing in message and "does not exist" in message
 
-    message = _error_of(["--preset", "multi30k", "--train_source", src, *out])
+    message = _error_of(["--preset", "multi30k", "--train_source", src, *out], capsys)
     assert "--train_target" in message
 
-    message = _error_of(["--preset", "multi30k", *out])
+    message = _usage_error_of(["--preset", "multi30k", *out], capsys)
     assert "needs data" in message
 
 
@@ -398,9 +405,8 @@ def test_command_line_errors_print_one_line_without_traceback(tmp_path):
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
         env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": REPO_ROOT},
     )
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr
-    assert f"error: The train target file {tmp_path / 'missing.de'} does not exist." in result.stderr
+    assert train_error(result.returncode, result.stderr) == (
+        f"vanilla-transformer train: error: The train target file {tmp_path / 'missing.de'} does not exist.")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -511,15 +517,16 @@ def test_resume_from_checkpoint_continues_without_losing_steps(tmp_path):
         torch.testing.assert_close(resumed_weights[name], full_weights[name], rtol=1e-4, atol=1e-5)
 
 
-def test_a_second_run_into_the_same_folder_must_resume_or_overwrite(tmp_path):
+def test_a_second_run_into_the_same_folder_must_resume_or_overwrite(tmp_path, capsys):
     out = tmp_path / "run"
     argv = ["--output_dir", str(out), "--max_steps", "2", "--save_steps", "2", *TINY]
     train_main(argv)
-    assert "--resume_from_checkpoint" in _error_of(argv)
+    capsys.readouterr()
+    assert "--resume_from_checkpoint" in _usage_error_of(argv, capsys)
     train_main([*argv, "--overwrite_output_dir", "true"])
 
 
-def test_hugging_face_dataset_with_a_translation_column(tmp_path):
+def test_hugging_face_dataset_with_a_translation_column(tmp_path, capsys):
     folder = tmp_path / "dataset"
     folder.mkdir()
     from vanilla_transformer.training.numbers import number_translation_splits
@@ -536,8 +543,9 @@ def test_hugging_face_dataset_with_a_translation_column(tmp_path):
                           "--average_last_n_checkpoints", "0", *TINY])
     assert "test_bleu" in metrics
     assert len((out / "test_predictions.txt").read_text(encoding="utf-8").splitlines()) == 12
+    capsys.readouterr()
     message = _error_of(["--preset", "multi30k", "--dataset_name", str(folder), "--source_lang", "en",
-                         "--target_lang", "it", "--output_dir", str(tmp_path / "out2"), *TINY])
+                         "--target_lang", "it", "--output_dir", str(tmp_path / "out2"), *TINY], capsys)
     assert "no it text" in message and "'fr'" in message
 
 

@@ -390,8 +390,8 @@ def test_bad_parallel_files_are_reported_by_name_and_count(tmp_path, capsys):
     message = _error_of(["--preset", "multi30k", "--train_source", src, "--train_target", missing, *out], capsys)
     assert missing in message and "does not exist" in message
 
-    message = _error_of(["--preset", "multi30k", "--train_source", src, *out], capsys)
-    assert "--train_target" in message
+    message = _usage_error_of(["--preset", "multi30k", "--train_source", src, *out], capsys)
+    assert "--train-target" in message
 
     message = _usage_error_of(["--preset", "multi30k", *out], capsys)
     assert "needs data" in message

@@ -27,8 +27,9 @@ from vanilla_transformer.training.precision import default_precision
 from vanilla_transformer.training.presets import PRESETS, Preset, paper_learning_rate
 from vanilla_transformer.training.trainer import TranslationTrainingArguments
 
-USAGE = "python -m training.train [--preset {%s}] [data, model and Trainer options; --help lists them all]" % (
-    "|".join(PRESETS))
+# the train command's usage and name in argparse's messages (`python -m training.train` is the same command)
+PROG = "vanilla-transformer train"
+USAGE = f"{PROG} [--preset {{{'|'.join(PRESETS)}}}] [data, model and Trainer options; --help lists them all]"
 
 
 @dataclass
@@ -263,7 +264,7 @@ def parse_arguments(argv: list[str] | None = None):
     known = preset_parser.parse_known_args(argv)[0]
     preset_name = known.preset
     dataclass_types = (DataArguments, ModelArguments, TranslationTrainingArguments)
-    parser = hyphens_first(HfArgumentParser(dataclass_types, usage=USAGE))
+    parser = hyphens_first(HfArgumentParser(dataclass_types, prog=PROG, usage=USAGE))
     if preset_name not in PRESETS:
         parser.error(f"unknown --preset {preset_name!r}; choose one of {', '.join(PRESETS)}")
     preset = PRESETS[preset_name]

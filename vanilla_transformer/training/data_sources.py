@@ -9,11 +9,19 @@ the file or dataset, which `training.train` prints without a traceback.
 
 import os
 
+from vanilla_transformer.cli.options import UsageError
 from vanilla_transformer.files import read_text_lines
 from vanilla_transformer.training.messages import DataError
 from vanilla_transformer.training.numbers import number_translation_splits
 
 SPLITS = ("train", "validation", "test")
+
+
+def check_file_pair(split: str, source_path: str | None, target_path: str | None) -> None:
+    """A split's text files come in pairs: one without the other is a usage error naming both options."""
+    if (source_path is None) != (target_path is None):
+        given, missing = ("source", "target") if source_path else ("target", "source")
+        raise UsageError(f"--{split}-{given} is given but --{split}-{missing} is not; give both files of the pair.")
 
 
 def _read_lines(path: str, what: str) -> list[str]:
@@ -52,9 +60,7 @@ def load_text_files(files: dict[str, tuple[str | None, str | None]]):
     for split, (source_path, target_path) in files.items():
         if source_path is None and target_path is None:
             continue
-        if source_path is None or target_path is None:
-            given, missing = ("source", "target") if source_path else ("target", "source")
-            raise DataError(f"--{split}_{given} is given but --{split}_{missing} is not; give both files of the pair.")
+        check_file_pair(split, source_path, target_path)
         splits[split] = Dataset.from_dict(read_parallel_files(source_path, target_path, split))
     return splits
 

@@ -28,6 +28,7 @@ from vanilla_transformer.training.corpus_cache import (
     sample_texts,
     tokenize_corpus,
 )
+from vanilla_transformer.training.data_sources import check_file_pair
 from vanilla_transformer.training.messages import DataError
 from vanilla_transformer.training.streaming import StreamingTokenBatches
 
@@ -64,9 +65,7 @@ def _process_log(training_args):
 def open_text_corpus(data_args, training_args) -> TextCorpus:
     """Check the training files and (unless streaming) read them into the cache; one `DataError` line for a bad
     file, before anything is written."""
-    if data_args.train_source is None or data_args.train_target is None:
-        given, missing = ("source", "target") if data_args.train_source else ("target", "source")
-        raise DataError(f"--train_{given} is given but --train_{missing} is not; give both files of the pair.")
+    check_file_pair("train", data_args.train_source, data_args.train_target)
     cache_dir = os.path.abspath(data_args.data_cache_dir or default_cache_dir())
     corpus = TextCorpus(data_args.train_source, data_args.train_target, data_args.streaming, cache_dir)
     if data_args.streaming:

@@ -286,7 +286,7 @@ def test_positions_command_default_size_and_layout_options(tmp_path, capsys):
     [
         (["--d-model", "31"], "sinusoidal positions need an even d_model"),
         (["--length", "0"], "--length must be at least 1"),
-        (["--layout", "spiral"], "invalid choice: 'spiral'"),
+        (["--layout", "spiral"], "--layout must be one of interleaved, concatenated, got 'spiral'"),
         (["--dims", "200"], "dimension 200 does not exist"),
         (["--model", "{missing}"], "model folder not found"),
     ],

@@ -1,8 +1,8 @@
 """Checkpoint averaging (section 6.1 of the paper): the final model is the element-wise mean of the weights of the
 last N checkpoints (N = 5 for the base model, 20 for the big one), which smooths out the noise of the last updates.
 
-    python -m training.average_checkpoints --checkpoint_dir outputs/multi30k --last 5 --output_dir outputs/avg
-    python -m training.average_checkpoints --checkpoints ckpt-a ckpt-b ckpt-c --output_dir outputs/avg
+    python -m training.average_checkpoints --checkpoint-dir outputs/multi30k --last 5 --output-dir outputs/avg
+    python -m training.average_checkpoints --checkpoints ckpt-a ckpt-b ckpt-c --output-dir outputs/avg
 
 The checkpoints must be of one run (same config and tokenizer files). The output folder is written whole or not at
 all (staging folder + rename); an existing one is replaced only with --overwrite, and never when it is, contains or
@@ -155,12 +155,13 @@ def check_same_run(checkpoints: list[str]) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--checkpoint_dir", help="a training output folder holding checkpoint-STEP folders")
+    which.add_argument("--checkpoint-dir", "--checkpoint_dir",
+                       help="a training output folder holding checkpoint-STEP folders")
     which.add_argument("--checkpoints", nargs="+", help="checkpoint folders to average, in any order")
-    parser.add_argument("--last", type=int, default=5, help="with --checkpoint_dir: how many of the latest to average")
-    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--last", type=int, default=5, help="with --checkpoint-dir: how many of the latest to average")
+    parser.add_argument("--output-dir", "--output_dir", required=True)
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace --output_dir if it exists (never one of the checkpoints or a folder holding one)")
+                        help="replace --output-dir if it exists (never one of the checkpoints or a folder holding one)")
     args = parser.parse_args(argv)
     if args.last < 1:
         parser.error(f"--last must be at least 1, got {args.last}.")

@@ -7,7 +7,7 @@ character never seen in training becomes `<unk>` and is lost). Every sequence en
 the decoder starts from `<s>`. The result is a standard fast tokenizer: `save_pretrained` writes `tokenizer.json`
 and `AutoTokenizer.from_pretrained(dir)` loads it with no custom class.
 
-    python -m vanilla_transformer.training.tokenizer --files train.en train.de --vocab_size 8000 --output_dir tok/
+    python -m vanilla_transformer.training.tokenizer --files train.en train.de --vocab-size 8000 --output-dir tok/
 """
 
 import argparse
@@ -88,13 +88,13 @@ def train_tokenizer(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", nargs="+", required=True, help="text files, one sentence per line (all languages)")
-    parser.add_argument("--vocab_size", type=int, default=8000)
-    parser.add_argument("--min_frequency", type=int, default=2)
-    parser.add_argument("--model_max_length", type=int, default=512)
-    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--vocab-size", "--vocab_size", type=int, default=8000)
+    parser.add_argument("--min-frequency", "--min_frequency", type=int, default=2)
+    parser.add_argument("--model-max-length", "--model_max_length", type=int, default=512)
+    parser.add_argument("--output-dir", "--output_dir", required=True)
     args = parser.parse_args(argv)
     if os.path.isfile(args.output_dir):
-        parser.error(f"--output_dir {args.output_dir} is a file; give a directory.")
+        parser.error(f"--output-dir {args.output_dir} is a file; give a directory.")
     try:
         tokenizer = train_tokenizer(files=args.files, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
                                     model_max_length=args.model_max_length)

@@ -8,6 +8,7 @@ RLIMIT_FSIZE in the forked copy (writes past the limit fail with EFBIG). The ora
 same training (weights read from the safetensors files), `wc -l`, the bytes of the files that were there before.
 """
 
+import gc
 import hashlib
 import json
 import os
@@ -71,7 +72,14 @@ def run_forked(function, *, kill_at: int | None = None, watch: str = "", fsize: 
     Returns (exit status: the exit code, or -signal; stderr, and the list of events seen)."""
     read_end, write_end = os.pipe()
     events_path = f"{log or '/tmp'}.events" if log else None
+    # The child must never collect what it inherits: an object whose threads live in this process only (an earlier
+    # test's CTranslate2 translator, left in a reference cycle) would wait for them forever in its destructor. So this
+    # process collects its garbage first and freezes the rest, which the child's collections then leave alone.
+    gc.collect()
+    gc.freeze()
     pid = os.fork()
+    if pid != 0:
+        gc.unfreeze()
     if pid == 0:  # the child: never returns into pytest
         code = 1
         try:

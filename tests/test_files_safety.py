@@ -24,7 +24,7 @@ import torch
 from safetensors.torch import load_file
 from test_cli_translate import SENTENCES, one_at_a_time, save_tiny_translator
 
-from helpers import run_main
+from helpers import made_once_per_run, run_main
 from vanilla_transformer.files import (
     MANIFEST_NAME,
     OutputError,
@@ -144,10 +144,11 @@ def assert_same_weights(folder, reference):
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    """An uninterrupted tiny run (6 steps, checkpoints at 2, 4, 6): the oracle of every resumed run."""
-    out = tmp_path_factory.mktemp("reference") / "run"
-    train_main(["--output_dir", str(out), *tiny()])
-    return out
+    """An uninterrupted tiny run (6 steps, checkpoints at 2, 4, 6): the oracle of every resumed run. Made once per test
+    run (pytest-xdist's workers share it); tests copy it before changing anything."""
+    reference = made_once_per_run(tmp_path_factory, "files-safety-finished",
+                                  lambda folder: train_main(["--output_dir", str(folder / "run"), *tiny()]))
+    return reference / "run"
 
 
 # ---------------------------------------------------------------------------------------------------------------

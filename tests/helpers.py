@@ -4,7 +4,9 @@
 """
 
 import math
+import os
 import pathlib
+import shutil
 import sys
 import textwrap
 
@@ -19,6 +21,24 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = next((folder / "shared" / "data" / "multi30k" for folder in (REPO_ROOT.parent, REPO_ROOT.parent.parent)
                     if (folder / "shared" / "data" / "multi30k").is_dir()), REPO_ROOT.parent / "shared" / "data" / "multi30k")
 
+
+def made_once_per_run(tmp_path_factory, name: str, make) -> pathlib.Path:
+    """The folder `name`, made by `make(folder)` once per test run, however many pytest-xdist workers need it: in the
+    run's temporary directory (each worker's own is a folder inside it), behind a file lock, so that a second worker
+    waits for the folder the first one makes instead of making it again. Tests read it; they copy it to change it.
+    A folder that `make` did not finish (it raised) is made afresh by the next caller."""
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    folder, done = root / name, root / f"{name}.done"
+    with FileLock(str(root / f"{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            make(folder)
+            done.touch()
+    return folder
 
 
 def run_main(main, argv: list[str], capsys) -> tuple[int, str, str]:

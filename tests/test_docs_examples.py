@@ -46,7 +46,7 @@ import textwrap
 
 import pytest
 
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, made_once_per_run
 
 DOC_FILES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 RUN_LANGUAGES = {"python": "python", "py": "python", "bash": "shell", "sh": "shell", "shell": "shell",
@@ -224,10 +224,11 @@ def _opus_mt(source: pathlib.Path, converted: pathlib.Path) -> None:
     convert_marian(str(source), str(converted))
 
 
-@pytest.fixture(scope="module")
-def workspace(tmp_path_factory) -> pathlib.Path:
-    """The folder every block starts from (copied fresh for each): the paths the docs use, made here, tiny."""
-    root = tmp_path_factory.mktemp("workspace")
+def make_workspace(folder: pathlib.Path) -> None:
+    """The paths the docs use, made here, tiny, in `folder/workspace`; `folder/problems.txt` lists the
+    MADE_BY_COMMANDS that failed."""
+    root = folder / "workspace"
+    root.mkdir(parents=True)
     _write_data(root / "data")
     _train(["--output_dir", str(root / "outputs" / "demo"), "--eval_strategy", "steps", "--eval_steps", "2"])
     _train(["--preset", "multi30k", "--train_source", str(root / "data" / "train.en"),
@@ -238,13 +239,23 @@ def workspace(tmp_path_factory) -> pathlib.Path:
     shutil.copytree(root / "outputs" / "demo", root / "outputs" / "multi30k")
     _opus_mt(root / "opus-mt-en-de", root / "opus-mt-en-de-vanilla")
     (root / "docs").mkdir()
-    for folder, command in MADE_BY_COMMANDS.items():
-        made = subprocess.run([sys.executable, "-m", "vanilla_transformer", *command.split()[1:]], cwd=root,
-                              capture_output=True, text=True, check=False)
-        if made.returncode != 0:
-            WORKSPACE_PROBLEMS.append(f"`{command}` failed, so the workspace has no {folder}: "
-                                      f"{made.stderr.strip().splitlines()[-1:] or made.returncode}")
-    return root
+    problems = []
+    for made, command in MADE_BY_COMMANDS.items():
+        result = subprocess.run([sys.executable, "-m", "vanilla_transformer", *command.split()[1:]], cwd=root,
+                                capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            problems.append(f"`{command}` failed, so the workspace has no {made}: "
+                            f"{result.stderr.strip().splitlines()[-1:] or result.returncode}")
+    (folder / "problems.txt").write_text("".join(f"{problem}\n" for problem in problems), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> pathlib.Path:
+    """The folder every block starts from (copied fresh for each): made once per test run and shared by
+    pytest-xdist's workers (the blocks of this module run on all of them)."""
+    folder = made_once_per_run(tmp_path_factory, "docs-workspace", make_workspace)
+    WORKSPACE_PROBLEMS[:] = (folder / "problems.txt").read_text(encoding="utf-8").splitlines()
+    return folder / "workspace"
 
 
 WORKSPACE_PROBLEMS: list[str] = []  # MADE_BY_COMMANDS that failed, named in the message of a block that fails

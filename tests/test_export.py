@@ -14,7 +14,7 @@ from safetensors.torch import load_file, save_file
 from test_convert import ENGLISH as CONVERT_ENGLISH
 from test_convert import build_source, write_fsmt_tokenizer, write_marian_tokenizer
 
-from helpers import tiny_model
+from helpers import made_once_per_run, tiny_model
 from translation_fixtures import tiny_tokenizer
 
 ctranslate2 = pytest.importorskip("ctranslate2")
@@ -73,13 +73,16 @@ def train_demo_model(demo_data, steps: int, d_model: int = 64, **overrides):
 
 @pytest.fixture(scope="session")
 def demo_checkpoint(demo_data, tmp_path_factory):
-    """(folder of a model trained on the demo task, with its tokenizer; held-out sources; their references)."""
+    """(folder of a model trained on the demo task, with its tokenizer; held-out sources; their references). Trained
+    once per test run, whichever pytest-xdist worker needs it first."""
     tokenizer, _, sources, references = demo_data
-    model = train_demo_model(demo_data, steps=150)
-    folder = tmp_path_factory.mktemp("demo-checkpoint")
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder, sources, references
+
+    def make(folder):
+        model = train_demo_model(demo_data, steps=150)
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+
+    return made_once_per_run(tmp_path_factory, "export-demo-checkpoint", make), sources, references
 
 
 def strip(ids, model_config) -> list[list[int]]:

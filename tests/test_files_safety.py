@@ -8,6 +8,7 @@ RLIMIT_FSIZE in the forked copy (writes past the limit fail with EFBIG). The ora
 same training (weights read from the safetensors files), `wc -l`, the bytes of the files that were there before.
 """
 
+import gc
 import hashlib
 import json
 import os
@@ -23,7 +24,7 @@ import torch
 from safetensors.torch import load_file
 from test_cli_translate import SENTENCES, one_at_a_time, save_tiny_translator
 
-from helpers import TRAIN_ERROR, run_main, train_command, train_error, train_usage_error
+from helpers import TRAIN_ERROR, made_once_per_run, run_main, train_command, train_error, train_usage_error
 from vanilla_transformer.files import (
     MANIFEST_NAME,
     OutputError,
@@ -72,7 +73,14 @@ def run_forked(function, *, kill_at: int | None = None, watch: str = "", fsize: 
     Returns (exit status: the exit code, or -signal; stderr, and the list of events seen)."""
     read_end, write_end = os.pipe()
     events_path = f"{log or '/tmp'}.events" if log else None
+    # The child must never collect what it inherits: an object whose threads live in this process only (an earlier
+    # test's CTranslate2 translator, left in a reference cycle) would wait for them forever in its destructor. So this
+    # process collects its garbage first and freezes the rest, which the child's collections then leave alone.
+    gc.collect()
+    gc.freeze()
     pid = os.fork()
+    if pid != 0:
+        gc.unfreeze()
     if pid == 0:  # the child: never returns into pytest
         code = 1
         try:
@@ -140,10 +148,11 @@ def assert_same_weights(folder, reference):
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    """An uninterrupted tiny run (6 steps, checkpoints at 2, 4, 6): the oracle of every resumed run."""
-    out = tmp_path_factory.mktemp("reference") / "run"
-    train_main(["--output_dir", str(out), *tiny()])
-    return out
+    """An uninterrupted tiny run (6 steps, checkpoints at 2, 4, 6): the oracle of every resumed run. Made once per test
+    run (pytest-xdist's workers share it); tests copy it before changing anything."""
+    reference = made_once_per_run(tmp_path_factory, "files-safety-finished",
+                                  lambda folder: train_main(["--output_dir", str(folder / "run"), *tiny()]))
+    return reference / "run"
 
 
 # ---------------------------------------------------------------------------------------------------------------

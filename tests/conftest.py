@@ -51,6 +51,10 @@ def pytest_collection_modifyitems(config, items):
         groups = sorted({ONE_WORKER_FIXTURES.get((module, name)) for name in item.fixturenames} - {None})
         if groups:
             item.add_marker(pytest.mark.xdist_group(groups[0]))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # the slow tests first (in every worker alike: they must collect the same order), the many short ones after
+        # them: a worker that drew a long test near the end would keep the whole run waiting for it alone
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.hookimpl(optionalhook=True)

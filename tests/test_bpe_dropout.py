@@ -178,6 +178,7 @@ def _segment_in_process(rank, folder):
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # two spawned processes
 def test_several_processes_batch_the_segmentation_of_the_first(tmp_path):
     import torch.multiprocessing as mp
 

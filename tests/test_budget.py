@@ -62,6 +62,7 @@ def test_schedule_warms_up_continuously_then_decays_to_zero_at_the_planned_end()
         BudgetSchedule("polynomial", 10)
 
 
+@pytest.mark.slow  # a training run
 def test_a_tiny_budget_warms_up_decays_and_averages_checkpoints_from_the_end_of_the_run(tmp_path, capsys):
     out = tmp_path / "run"
     options = {**TINY, "max_train_minutes": 0.25, "warmup_steps": 0.2, "lr_scheduler_type": "linear",
@@ -203,6 +204,7 @@ def test_a_given_step_time_plans_at_the_first_step_and_times_nothing(monkeypatch
     assert control.should_training_stop and control.should_save
 
 
+@pytest.mark.slow  # a training run
 def test_a_given_step_time_makes_the_same_plan_on_any_machine(tmp_path, capsys):
     """A real tiny run with --budget_seconds_per_step trains exactly the planned steps, whatever this machine's
     speed, and saves the planned checkpoints."""

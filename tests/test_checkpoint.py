@@ -124,6 +124,7 @@ def test_translate_refuses_a_broken_checkpoint(whole, tmp_path, capsys, breakage
     _assert_refused(code, err, folder, file_name, problem, output)
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_translate_refusal_in_a_fresh_interpreter_is_one_line(whole, tmp_path):
     """As a user runs it: `python -m vanilla_transformer translate` prints one line and no traceback."""
     folder = _copy(whole, tmp_path)

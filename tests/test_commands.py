@@ -108,6 +108,7 @@ def test_translate_and_export_refuse_a_single_stack_folder_in_one_line(folders, 
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_the_decoder_only_refusal_in_a_fresh_interpreter_is_one_line(folders):
     """As a user runs it (no pytest capture): exit 1, one line on stderr, nothing on stdout."""
     result = subprocess.run([sys.executable, "-m", "vanilla_transformer", "translate", "--model", folders["causal-lm"],
@@ -288,6 +289,7 @@ def test_train_help_is_the_recipes_help(capsys):
     assert ours == recipe and "--preset" in ours and "--max_tokens" in ours
 
 
+@pytest.mark.slow  # a training run
 def test_train_runs_the_recipe_with_its_own_options(tmp_path, capsys):
     """The same tiny run through both doors gives the same weights (CPU, the recipe's fixed seed)."""
     pytest.importorskip("datasets")
@@ -304,6 +306,7 @@ def test_train_runs_the_recipe_with_its_own_options(tmp_path, capsys):
     assert code == 2 and "unknown --preset 'nope'" in err
 
 
+@pytest.mark.slow  # fresh interpreters
 def test_a_missing_optional_extra_fails_only_the_command_that_needs_it(folders, tmp_path):
     """Without matplotlib and CTranslate2, translate works; export and plot say what to install, in one line."""
     script = textwrap.dedent(

@@ -83,6 +83,7 @@ def test_the_version_check_accepts_the_declared_range_only():
         assert f"transformers>={low_major}.{low_minor},<{high_major}" in message
 
 
+@pytest.mark.slow  # fresh interpreters
 @pytest.mark.skipif(not os.environ.get("VT_OTHER_PYTHON"),
                     reason="VT_OTHER_PYTHON (a Python with another transformers of the range) is not set; CI's floor "
                            "job sets it")
@@ -118,6 +119,7 @@ def test_a_folder_saved_under_one_transformers_translates_under_the_other_both_w
         assert len(set(" ".join(side["pipeline"]).split())) > 1  # not one token repeated: the comparison can fail
 
 
+@pytest.mark.slow  # fresh interpreters
 @pytest.mark.skipif(not os.environ.get("VT_BELOW_FLOOR_PYTHON"),
                     reason="VT_BELOW_FLOOR_PYTHON (a Python with a transformers older than the floor) is not set; CI's "
                            "floor job sets it")

@@ -12,6 +12,8 @@ from helpers import random_batch, tiny_model
 
 ATOL = 1e-5
 
+pytestmark = pytest.mark.slow  # inductor compiles a graph per test
+
 
 @pytest.fixture(autouse=True)
 def fresh_dynamo():

@@ -151,6 +151,7 @@ def test_converted_generation_matches_the_original(variant, tmp_path):
         assert torch.equal(got, expected), search
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_converted_folder_survives_save_and_remote_code_load(tmp_path):
     """Convert, load with the package, save again, then load in a fresh interpreter where the package is absent."""
     folders, expected = {}, {}

@@ -88,6 +88,7 @@ class CountTokenizerCalls:
         monkeypatch.setattr(corpus_cache, "batch_encoder", counting_encoder)
 
 
+@pytest.mark.slow  # training runs
 def test_a_second_run_tokenizes_nothing_and_a_changed_file_or_option_tokenizes_again(tmp_path, monkeypatch, capsys):
     pairs = distinct_pairs(200)
     source, target = write_pairs(tmp_path, pairs)
@@ -121,6 +122,7 @@ def test_a_second_run_tokenizes_nothing_and_a_changed_file_or_option_tokenizes_a
     assert json.loads((tmp_path / "four" / "all_results.json").read_text())["train_pairs_read"] == 201
 
 
+@pytest.mark.slow  # a training run
 def test_planted_bad_pairs_are_counted_per_rule_in_the_results_and_the_card(tmp_path):
     rng = random.Random(5)
     good = distinct_pairs(150, seed=1)
@@ -165,6 +167,7 @@ def test_planted_bad_pairs_are_counted_per_rule_in_the_results_and_the_card(tmp_
     assert metrics["train_pairs_used"] == len(corpus) - 3 and metrics["cleaning"] == {"empty_side": 3}
 
 
+@pytest.mark.slow  # training runs
 def test_a_streamed_run_trains_resumes_like_an_uninterrupted_one_and_writes_no_cache(tmp_path):
     from transformers import TrainerCallback
 
@@ -252,6 +255,7 @@ def test_bad_training_files_stop_the_run_with_one_line_naming_the_file_and_write
     assert not list(cache.glob("**/*.tmp-*")) and not list(cache.glob("pairs-*/pairs.arrow.*"))
 
 
+@pytest.mark.slow  # large files
 def test_mismatched_line_counts_are_found_without_holding_the_files_in_memory(tmp_path, monkeypatch):
     from vanilla_transformer.files import text
     from vanilla_transformer.training import corpus_cache
@@ -348,6 +352,7 @@ def _chunked_token_columns(tmp_path, rows, seed):
     return mapped, columns
 
 
+@pytest.mark.slow  # large data
 @pytest.mark.parametrize("seed", [0, 1])
 def test_columns_are_read_from_arrow_with_their_types_and_no_python_object_per_row(tmp_path, seed):
     names = ["source_length", "target_length", "pair_hash"]
@@ -370,6 +375,7 @@ def test_columns_are_read_from_arrow_with_their_types_and_no_python_object_per_r
                                                                        selected["target_length"]]
 
 
+@pytest.mark.slow  # large data
 @pytest.mark.parametrize("seed", [0, 1])
 def test_selected_rows_are_the_rows_datasets_selects_without_a_python_object_per_row(tmp_path, seed):
     names = ["source_length", "target_length", "pair_hash"]
@@ -423,6 +429,7 @@ def test_lengths_given_to_the_trainer_make_the_batches_of_its_own_columns_and_wr
 # Two processes (torchrun, gloo on the CPU)
 
 
+@pytest.mark.slow  # two processes (torchrun)
 def test_two_gloo_processes_tokenize_once_and_split_the_single_process_batches(tmp_path):
     """One process with --gradient_accumulation_steps 2 takes batches 2k and 2k + 1 at step k; two processes take
     one each. Without dropout, the same losses mean the same batches, split between the ranks."""
@@ -501,6 +508,7 @@ def test_the_batch_encoder_gives_the_ids_of_the_tokenizers_own_truncating_call(m
 # The BPE vocabulary from a sample; streaming under a time budget
 
 
+@pytest.mark.slow  # a training run
 def test_the_bpe_vocabulary_is_trained_on_a_seeded_sample_of_sentences_recorded_in_the_card(tmp_path):
     """--tokenizer_sample_lines 100 on 200 pairs (400 sentences): both sides of 50 pairs drawn by numpy's seeded
     generator. Oracle: the `tokenizers` BPE trainer run on exactly those sentences, picked here from the files; the
@@ -529,6 +537,7 @@ def test_the_bpe_vocabulary_is_trained_on_a_seeded_sample_of_sentences_recorded_
     assert "random sample" not in (tmp_path / "whole" / "README.md").read_text()
 
 
+@pytest.mark.slow  # a training run
 def test_a_streamed_run_under_a_time_budget_trains_the_planned_steps_and_writes_no_cache(tmp_path, capsys):
     """--streaming with --max_train_minutes and no --max_steps: the budget's plan (here from a given step time, so
     the same on any machine: int(0.97 * 15 s / 0.5 s) = 29 steps) sets the length of the endless stream."""

@@ -304,6 +304,7 @@ def run_block(block: Block, workspace: pathlib.Path, tools: pathlib.Path, tmp_pa
     return result, code, printed
 
 
+@pytest.mark.slow  # fresh interpreters
 @pytest.mark.parametrize("block", RUNNABLE, ids=[block.id for block in RUNNABLE])
 def test_example_runs_without_error_or_warning(block, workspace, tools, tmp_path):
     if block.marker is not None and block.marker != "fresh":
@@ -349,6 +350,7 @@ def test_substitutions_shorten_training_and_keep_the_documented_options():
     assert substitute("TrainingArguments(max_steps=300)") == "TrainingArguments(max_steps=3)"
 
 
+@pytest.mark.slow  # fresh interpreters
 def test_a_warning_or_a_failure_in_an_example_fails_it(workspace, tools, tmp_path):
     """The oracle for the checks above: blocks that warn (Python warnings, transformers' logger) or fail are caught."""
     cases = {

@@ -297,6 +297,7 @@ def test_bad_input_is_one_line(model_dir, tmp_path, capsys, make, extra, message
     assert not (tmp_path / "space").exists()
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_space_folder_runs_the_explorer_in_a_fresh_interpreter(model_dir, tmp_path, capsys):
     space = tmp_path / "space"
     code, stdout, err = run_cli(["explore", model_dir, "--space", str(space)], capsys)
@@ -422,6 +423,7 @@ def check_drawn_head(frame, expected, head):
         assert value == pytest.approx(float(matrix[q, k]), abs=1e-5)
 
 
+@pytest.mark.slow  # a server in a subprocess, a real browser
 def test_live_app_translates_and_draws_the_models_attention(live_app, browser, model_dir, tokenizer, tmp_path):
     from transformers import AutoModelForSeq2SeqLM
 
@@ -472,6 +474,7 @@ def test_live_app_translates_and_draws_the_models_attention(live_app, browser, m
     page.close()
 
 
+@pytest.mark.slow  # a server in a subprocess, a real browser
 def test_live_app_bad_input_keeps_serving(live_app, browser):
     page, _ = open_page(browser, live_app)
     page.locator("#translate").click()  # an empty text
@@ -485,6 +488,7 @@ def test_live_app_bad_input_keeps_serving(live_app, browser):
     page.close()
 
 
+@pytest.mark.slow  # a server in a subprocess
 def test_gradio_client_calls_translate(live_app, model_dir, tokenizer):
     from gradio_client import Client
     from transformers import AutoModelForSeq2SeqLM
@@ -501,6 +505,7 @@ def test_gradio_client_calls_translate(live_app, model_dir, tokenizer):
         client.predict("", "greedy", 1, 1.0, api_name="/translate")
 
 
+@pytest.mark.slow  # a real browser
 def test_static_page_opens_offline_from_disk(browser, tokenizer, tmp_path):
     model = build(VanillaTransformerForConditionalGeneration, tokenizer, 0)
     causal = build(VanillaTransformerForCausalLM, tokenizer, 1)
@@ -682,6 +687,7 @@ def walk_through_every_step(page, frame, page_data, expected):
     return seen, count
 
 
+@pytest.mark.slow  # a real browser
 def test_static_page_walks_through_every_equation_with_the_models_numbers(browser, tokenizer, tmp_path):
     model = build(VanillaTransformerForConditionalGeneration, tokenizer, 3, normalize_before=True)
     causal = build(VanillaTransformerForCausalLM, tokenizer, 4)
@@ -706,6 +712,7 @@ def test_static_page_walks_through_every_equation_with_the_models_numbers(browse
     page.close()
 
 
+@pytest.mark.slow  # a server in a subprocess, a real browser
 def test_live_app_walks_through_its_translation(live_app, browser, model_dir, tokenizer, tmp_path):
     from transformers import AutoModelForSeq2SeqLM
 

@@ -196,6 +196,7 @@ VARIANTS = {
 }
 
 
+@pytest.mark.slow  # a training each
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_every_variant_exports_to_the_same_log_probs_and_generations(variant, demo_data, tmp_path):
     tokenizer, _, sources, references = demo_data

@@ -270,6 +270,7 @@ def assert_computes_ours(exports: dict, summary: dict, computed: dict) -> dict:
 # The folder
 
 
+@pytest.mark.slow  # its fixture trains a model and exports it in a fresh interpreter
 def test_exported_folder_is_a_plain_marian_folder(exports):
     case = exports["demo"]
     folder = case["folder"]
@@ -298,6 +299,7 @@ def test_exported_folder_is_a_plain_marian_folder(exports):
     assert torch.equal(marian["model.encoder.layers.0.fc1.weight"], ours_state["model.encoder.layers.0.fc1.weight"][:, order])
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_fresh_interpreter_without_the_package_loads_marian_with_our_outputs(exports, tmp_path):
     summary, computed = run_fresh(sys.executable, exports, tmp_path)
     differences = assert_computes_ours(exports, summary, computed)
@@ -307,6 +309,7 @@ def test_fresh_interpreter_without_the_package_loads_marian_with_our_outputs(exp
     assert len(set(exports["demo"]["pipeline"])) > 1 and all(exports["demo"]["pipeline"])  # not one fixed output
 
 
+@pytest.mark.slow  # a fresh interpreter
 @pytest.mark.skipif(not os.environ.get("VT_TF4_PYTHON"),
                     reason="VT_TF4_PYTHON (a Python with transformers 4.57 and optimum-onnx) is not set; CI's "
                            "marian-4.x job sets it")
@@ -385,6 +388,7 @@ def test_converted_opus_mt_exports_back_to_the_same_marian_weights(opus_mt, tmp_
         source_folder)("Hallo Welt").input_ids
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_ctranslate2_own_converter_translates_like_our_ctranslate2_export(opus_mt, tmp_path):
     """`ct2-transformers-converter --model OUT` (CTranslate2's Marian loader: OPUS-MT's conventions) and our
     `export ctranslate2` of the same checkpoint give the same greedy and beam-4 tokens."""

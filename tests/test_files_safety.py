@@ -167,6 +167,7 @@ def finished(tmp_path_factory):
 CHECKPOINT_KILL_POINTS = (1, 4, 11, 15, 19, 21, 22)
 
 
+@pytest.mark.slow  # a training and its resumption each
 @pytest.mark.parametrize("kill_at", CHECKPOINT_KILL_POINTS)
 def test_kill_during_a_checkpoint_save_leaves_whole_checkpoints_and_resume_ends_as_an_uninterrupted_run(
         tmp_path, finished, kill_at, capsys):
@@ -189,6 +190,7 @@ def test_kill_during_a_checkpoint_save_leaves_whole_checkpoints_and_resume_ends_
 FINAL_KILL_POINTS = (3, 18, 22, 30, 35, 36)
 
 
+@pytest.mark.slow  # a training and its resumption each
 @pytest.mark.parametrize("kill_at", FINAL_KILL_POINTS)
 def test_kill_during_the_final_save_leaves_no_model_or_the_whole_model_and_resume_ends_as_uninterrupted(
         tmp_path, finished, kill_at):
@@ -221,6 +223,7 @@ def test_resume_skips_an_incomplete_checkpoint_and_says_which(tmp_path, finished
     assert_same_weights(out, finished)
 
 
+@pytest.mark.slow  # training runs
 def test_a_full_disk_is_one_line_naming_the_folder_and_what_was_there_stays_whole(tmp_path, finished, capsys):
     out = tmp_path / "run"
     argv = ["--output_dir", str(out), *tiny()]
@@ -638,6 +641,7 @@ def tmpfs(tmp_path):
         subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
 
 
+@pytest.mark.slow  # training runs
 def test_a_full_tmpfs_is_one_line_and_the_earlier_checkpoint_stays_whole(tmpfs, finished, capsys):
     # a checkpoint of the tiny run takes ~480 kB: the first fits in 800 kB, the second cannot
     out = tmpfs("size=800k") / "run"

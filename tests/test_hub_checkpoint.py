@@ -102,6 +102,7 @@ def test_checkpoint_folder_holds_everything_the_hub_needs(checkpoint):
     assert card.data.pipeline_tag == "translation" and card.data.library_name == "transformers"
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_fresh_interpreter_without_the_package_translates_like_the_in_process_objects(checkpoint, tmp_path):
     folder, model, tokenizer, _ = checkpoint
     texts = GERMAN[:3]

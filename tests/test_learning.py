@@ -2,6 +2,7 @@
 
 import random
 
+import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerFast, Seq2SeqTrainer, Seq2SeqTrainingArguments
@@ -29,6 +30,7 @@ def reversal_examples(n: int, seed: int) -> list[tuple[str, str]]:
     return examples
 
 
+@pytest.mark.slow  # a long training
 def test_seq2seq_trainer_learns_to_reverse_sequences(tmp_path):
     torch.manual_seed(0)
     tokenizer = word_tokenizer()

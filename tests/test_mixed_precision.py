@@ -1,5 +1,6 @@
 """bf16 autocast trains the model like fp32: the loss curve of a short run stays close to the fp32 one."""
 
+import pytest
 import torch
 
 from helpers import tiny_model
@@ -31,6 +32,7 @@ def loss_curve(autocast_dtype, seed: int, steps: int = 100) -> list[float]:
     return losses
 
 
+@pytest.mark.slow  # trainings
 def test_bf16_autocast_loss_curve_follows_fp32(seed):
     fp32 = loss_curve(None, seed)
     bf16 = loss_curve(torch.bfloat16, seed)

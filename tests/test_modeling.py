@@ -531,6 +531,7 @@ FRESH_PROCESS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_fresh_process_without_the_package_loads_the_folder_with_remote_code(tmp_path):
     model = tiny_model(11)
     input_ids, attention_mask = random_batch(11)

@@ -51,6 +51,7 @@ def assert_our_recipe(result: subprocess.CompletedProcess) -> None:
     assert "--preset" in result.stdout and "multi30k-pre-ln" in result.stdout, result.stdout
 
 
+@pytest.mark.slow  # fresh interpreters
 def test_python_m_runs_our_recipe_beside_a_user_training_py_and_package(tmp_path):
     # `python -m` puts the working directory first on sys.path: a training.py there is the first to be found
     cwd = user_training_module(tmp_path / "work")
@@ -58,6 +59,7 @@ def test_python_m_runs_our_recipe_beside_a_user_training_py_and_package(tmp_path
     assert_our_recipe(run_train_help([sys.executable, "-m", "vanilla_transformer"], cwd, on_path))
 
 
+@pytest.mark.slow  # fresh interpreters
 def test_console_script_runs_our_recipe_beside_a_user_training_package_and_py(tmp_path):
     cwd = user_training_package(tmp_path / "work")
     on_path = user_training_module(tmp_path / "lib")

@@ -43,6 +43,8 @@ from vanilla_transformer import (
 )
 from vanilla_transformer.training.numbers import number_to_words
 
+pytestmark = pytest.mark.slow  # the module trains three models (and starts a fresh interpreter)
+
 NUMBERS = list(range(1000))
 random.Random(0).shuffle(NUMBERS)
 HELD_OUT, TRAIN = NUMBERS[:200], NUMBERS[200:]

@@ -14,6 +14,7 @@ import sys
 import textwrap
 import warnings
 
+import pytest
 import torch
 from transformers import pipeline
 
@@ -104,6 +105,7 @@ FRESH = HIDE_PACKAGE + textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_a_trust_remote_code_load_and_translation_warn_about_nothing(tmp_path):
     folder = tmp_path / "saved"
     tiny_translator(seed=5).save_pretrained(folder)

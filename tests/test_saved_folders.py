@@ -84,6 +84,7 @@ FRESH = HIDE_PACKAGE + textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a fresh interpreter
 @pytest.mark.parametrize("resaved", [False, True], ids=["as-saved", "resaved-by-the-package"])
 def test_a_folder_saved_by_version_0_1_translates_identically_with_its_own_remote_code(tmp_path, resaved):
     folder = tmp_path / "saved"

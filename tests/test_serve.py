@@ -60,6 +60,7 @@ def test_the_translations_differ_from_sentence_to_sentence(expected):
         assert len(set(answers.values())) >= len(SENTENCES) * 3 // 4
 
 
+@pytest.mark.slow  # the command's server in a subprocess
 def test_a_libretranslate_client_translates_through_the_command(command, expected):
     from libretranslatepy import LibreTranslateAPI
 
@@ -71,6 +72,7 @@ def test_a_libretranslate_client_translates_through_the_command(command, expecte
     assert client.translate(SENTENCES[5], source="auto", target="de") == expected["ctranslate2"][SENTENCES[5]]
 
 
+@pytest.mark.slow  # the command's server in a subprocess
 def test_a_list_of_texts_and_several_sentences_in_one_text(command, oracles):
     sentences = [f"{SENTENCES[0]}.", f"{SENTENCES[1]}!", SENTENCES[2], SENTENCES[3]]
     answers = alone(oracles["ctranslate2"], sentences)
@@ -130,6 +132,7 @@ def test_without_batching_each_sentence_is_one_engine_call(served_ct2_dir, expec
     assert answers == [expected["ctranslate2"][sentence] for sentence in SENTENCES]
 
 
+@pytest.mark.slow  # a server in a subprocess
 def test_several_worker_processes_serve_one_address_and_stop_together_on_sigterm(served_ct2_dir, expected):
     """--workers 2: uvicorn's supervisor starts two processes, each loading the model; concurrent requests on new
     connections get the single-sentence answers; SIGTERM to the supervisor ends both workers and the command exits
@@ -165,6 +168,7 @@ def test_the_languages_come_from_the_model_card(served_model_dir, expected):
         assert httpx.get(f"{url}/health").json()["status"] == "ok"
 
 
+@pytest.mark.slow  # the command's server in a subprocess
 def test_html_keeps_the_markup_and_translates_each_text_node(command, oracles):
     words = [SENTENCES[0], SENTENCES[6], SENTENCES[9]]
     answers = alone(oracles["ctranslate2"], words)
@@ -200,6 +204,7 @@ BAD_REQUESTS = [
 ]
 
 
+@pytest.mark.slow  # the command's server in a subprocess
 @pytest.mark.parametrize("body, status, message", BAD_REQUESTS, ids=[m for _, _, m in BAD_REQUESTS])
 def test_bad_input_gets_one_status_and_one_error(command, expected, body, status, message):
     if isinstance(body, str):
@@ -247,6 +252,7 @@ def test_a_ctranslate2_folder_limits_sentences_to_the_positions_its_export_recor
     assert TranslationEngine(folder, source_lang="en", target_lang="de").max_input_tokens == 64
 
 
+@pytest.mark.slow  # the command's server in a subprocess
 @pytest.mark.parametrize("key, message", [(None, "Missing API key: this server needs an api_key with each request"),
                                           ("k-3f9a1", "Invalid API key"),
                                           (17, "Invalid API key")])
@@ -257,6 +263,7 @@ def test_a_missing_or_wrong_api_key_is_refused(command, key, message):
     assert post(command.url, q=SENTENCES[0], source="en", target="de", api_key="other-key").status_code == 200
 
 
+@pytest.mark.slow  # the command's server in a subprocess
 def test_unknown_routes_and_methods_answer_with_an_error(command):
     assert httpx.get(f"{command.url}/nothing").json() == {"error": "Not Found"}
     response = httpx.get(f"{command.url}/translate")
@@ -273,6 +280,7 @@ def test_over_the_request_limit_a_client_gets_429(served_ct2_dir, expected):
         assert httpx.get(f"{url}/languages").status_code == 200  # only /translate is counted
 
 
+@pytest.mark.slow  # the command's server in a subprocess
 def test_the_metrics_are_prometheus_text(command):
     from prometheus_client.parser import text_string_to_metric_families
 

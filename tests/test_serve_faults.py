@@ -127,6 +127,7 @@ def queued(url) -> float:
     raise AssertionError("no vt_queued_sentences in /metrics")
 
 
+@pytest.mark.slow  # a server in a subprocess
 def test_sigterm_under_load_answers_the_requests_in_flight_and_exits_0(served_ct2_dir, expected):
     server = ServerProcess([served_ct2_dir, "--source-lang", "en", "--target-lang", "de", "--batch-wait-ms", "2000"])
     try:
@@ -200,6 +201,7 @@ def page_origin():
     server.shutdown()
 
 
+@pytest.mark.slow  # a real browser
 @pytest.mark.parametrize("cors", [True, False], ids=["cors", "no-cors"])
 def test_a_browser_fetch_from_another_origin(served_ct2_dir, expected, page_origin, cors):
     import os

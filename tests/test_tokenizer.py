@@ -149,6 +149,7 @@ def test_cli_reports_missing_and_empty_files_without_traceback(tmp_path, capsys)
     assert not (tmp_path / "tok").exists()
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_cli_trains_and_saves_a_loadable_tokenizer(tmp_path):
     de = write_lines(tmp_path / "train.de", GERMAN)
     fr = write_lines(tmp_path / "train.fr", FRENCH)

@@ -80,6 +80,7 @@ def assert_clean_load(loaded: dict, output: str, expected_tokens: list[list[int]
     assert loaded["special"] == ["<s>", "</s>", "<pad>", "<unk>"]
 
 
+@pytest.mark.slow  # a fresh interpreter
 @pytest.mark.parametrize("seed", [0, 1])
 def test_a_saved_folder_tokenizer_loads_without_the_package_with_the_same_tokens(saved_folder, tmp_path, seed):
     words = " ".join(GERMAN + ENGLISH).split()
@@ -89,6 +90,7 @@ def test_a_saved_folder_tokenizer_loads_without_the_package_with_the_same_tokens
     assert loaded["decoded"] == tiny_tokenizer().batch_decode(loaded["tokens"], skip_special_tokens=True)
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_a_folder_saved_by_version_0_1_tokenizer_loads_without_the_package(tmp_path):
     from transformers import PreTrainedTokenizerFast
 
@@ -97,6 +99,7 @@ def test_a_folder_saved_by_version_0_1_tokenizer_loads_without_the_package(tmp_p
     assert_clean_load(loaded, output, PreTrainedTokenizerFast.from_pretrained(FOLDER_0_1)(texts)["input_ids"])
 
 
+@pytest.mark.slow  # a fresh interpreter
 @pytest.mark.xfail(strict=True, reason="transformers' AutoTokenizer resolves config.json's remote-code AutoConfig "
                                        "before tokenizer_config.json (see the module docstring)")
 def test_auto_tokenizer_loads_a_saved_folder_without_trust_remote_code(saved_folder, tmp_path):

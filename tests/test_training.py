@@ -397,6 +397,7 @@ def test_bad_parallel_files_are_reported_by_name_and_count(tmp_path, capsys):
     assert "needs data" in message
 
 
+@pytest.mark.slow  # fresh interpreters
 def test_command_line_errors_print_one_line_without_traceback(tmp_path):
     src = _write(tmp_path / "train.en", ["one", "two"])
     result = subprocess.run(
@@ -478,6 +479,7 @@ class Interrupt(Exception):
     pass
 
 
+@pytest.mark.slow  # training runs
 def test_resume_from_checkpoint_continues_without_losing_steps(tmp_path):
     """Kill a run after its step-4 checkpoint (at step 6), resume: losses and weights match an uninterrupted run."""
     from transformers import TrainerCallback

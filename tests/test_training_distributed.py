@@ -19,6 +19,8 @@ import torch
 
 from vanilla_transformer.training.train import main as train_main
 
+pytestmark = pytest.mark.slow  # two training processes (torchrun, accelerate launch) per test
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 COMMON = [

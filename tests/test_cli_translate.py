@@ -219,6 +219,7 @@ def _kill_at_record(argv, records: int):
     return run_forked(lambda: main(argv), kill_at=2 * records - 1, watch=".progress.json.tmp")
 
 
+@pytest.mark.slow  # processes killed and run again
 @pytest.mark.parametrize("sampling", [[], ["--sampling-topk", "0", "--sampling-temperature", "2", "--seed", "3"]],
                          ids=["greedy", "sampling"])
 def test_a_run_killed_midway_continues_where_it_stopped(model_dir, tmp_path, capsys, small_chunks, monkeypatch,
@@ -283,6 +284,7 @@ def test_a_resumed_run_refuses_a_changed_input_or_other_options_in_one_line(mode
     assert (tmp_path / "mine.txt.partial").read_text() == "my notes\n"
 
 
+@pytest.mark.slow  # three corpus runs
 def test_memory_stays_flat_on_a_file_ten_times_larger(model_dir, tmp_path, capsys, monkeypatch):
     import tracemalloc
 

@@ -232,6 +232,7 @@ LIGHT_CALLS = [
 ]
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_help_and_usage_errors_import_neither_torch_nor_transformers():
     """Through the console script's entry point, in a fresh interpreter: every command's --help and a usage error of
     each kind (argparse's, and a command's `check`) exit with their status before anything heavy is imported."""
@@ -261,6 +262,7 @@ def test_help_and_usage_errors_import_neither_torch_nor_transformers():
         assert heavy == [], (argv, heavy)
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_the_entry_point_registers_the_model_before_a_command_runs(tmp_path):
     """The command line's package import leaves registration to `main`; a command that loads a saved folder through
     the Auto classes still finds the model registered."""

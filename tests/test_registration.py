@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import transformers.pipelines as pipelines
 
 from helpers import REPO_ROOT
@@ -164,6 +165,7 @@ def run(script: str, *args: str) -> str:
     return result.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_importing_the_package_only_registers_and_lets_translation_tasks_through(tmp_path):
     modules = tmp_path / "modules.json"
     modules.write_text(run(LOADED_MODULES))

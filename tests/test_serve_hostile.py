@@ -255,6 +255,7 @@ def answer_of(sock) -> str:
     return b"".join(chunks).split(b"\r\n", 1)[0].decode() or "closed unanswered"
 
 
+@pytest.mark.slow  # servers in subprocesses
 @pytest.mark.parametrize("attempt", [0, 1, 2])
 def test_sigterm_right_after_requests_arrive_answers_every_one(served_model_dir, attempt):
     """Requests sent 50 ms before SIGTERM (whole, each on a connection of its own): each is answered, none reset

@@ -54,6 +54,7 @@ STUDY = ["--steps", "3", "--seeds", "2", "--rows", "B,D,E", "--no-figure"]
 BASE = Settings(N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8, P_drop=0.1, eps_ls=0.1)
 
 
+
 def test_our_rows_around_the_papers_base_are_the_papers_rows():
     """Scaled to the paper's own base model, every row is the row the paper printed."""
     rows = plan_rows(PAPER_BASE, seeds=1)
@@ -101,6 +102,7 @@ def study(tmp_path_factory):
     return folder, argv, finished, out.getvalue()
 
 
+@pytest.mark.slow  # the study's training runs
 def test_a_killed_study_continues_without_retraining_its_finished_rows(study, capsys):
     folder, argv, finished, out = study
     assert "base-seed1: finished" in out and "base-seed1: training" not in out
@@ -125,6 +127,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.slow  # the study's training runs
 @pytest.mark.parametrize("key", list(EXPECTED))
 def test_every_row_trains_with_the_configuration_it_names(study, key):
     folder = study[0]
@@ -146,6 +149,7 @@ def test_every_row_trains_with_the_configuration_it_names(study, key):
     assert seed == (2 if key == "base-seed2" else 1)
 
 
+@pytest.mark.slow  # the study's training runs
 def test_the_table_has_the_papers_rows_and_numbers(study):
     folder = study[0]
     lines = (folder / "table3.md").read_text().splitlines()

@@ -106,6 +106,7 @@ def test_the_watch_folder_counts_as_ours_for_the_next_run(run_dir):
     assert {name for name in os.listdir(run_dir / "watch") if name.startswith(".watch-")} == set()
 
 
+@pytest.mark.slow  # two training runs
 def test_a_resumed_run_keeps_the_steps_before_its_checkpoint_and_records_on(tmp_path):
     out = tmp_path / "run"
     common = ["--output_dir", str(out), "--save_steps", "2", "--watch_steps", "2", "--watch_sentences", "1",
@@ -261,6 +262,7 @@ def test_static_training_page_replays_the_recordings_offline(run_dir, browser, t
     page.close()
 
 
+@pytest.mark.slow  # a real browser
 def test_live_training_view_draws_the_same(run_dir, browser):
     import socket
 

@@ -1,5 +1,6 @@
 import os
 import pathlib
+import re
 import shutil
 import sys
 import tempfile
@@ -20,6 +21,7 @@ if str(REPO_ROOT) not in sys.path:  # tests run against this checkout, installed
     sys.path.insert(0, str(REPO_ROOT))
 
 import vanilla_transformer  # noqa: E402, F401  (registers the Auto classes)
+from helpers import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
 DATASETS_CACHE = os.environ["HF_DATASETS_CACHE"]
 
@@ -88,3 +90,31 @@ def served_ct2_dir(served_model_dir, tmp_path_factory):
 
     return str(made_once_per_run(tmp_path_factory, "served-ct2",
                                  lambda folder: to_ctranslate2(served_model_dir, folder, quantization="float32")))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium (never a downloaded one); every request that leaves this machine is refused and recorded."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    outside = []
+
+    def guard(route):
+        url = route.request.url
+        if re.match(r"^(https?|wss?)://(127\.0\.0\.1|localhost)(:\d+)?/", url) or url.startswith(
+                ("file://", "data:", "blob:", "about:")):
+            route.continue_()
+        else:
+            outside.append(url)
+            route.abort()
+
+    with sync_api.sync_playwright() as playwright, tempfile.TemporaryDirectory() as profile:
+        context = playwright.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
+            viewport={"width": 1280, "height": 1000})
+        context.route("**/*", guard)
+        context.outside = outside
+        yield context
+        context.close()
+    assert outside == [], f"requests left 127.0.0.1: {outside}"

@@ -167,3 +167,9 @@ def copy_encoder_layer(theirs: nn.TransformerEncoderLayer, ours) -> None:
     theirs.linear2.load_state_dict(ours.fc2.state_dict())
     theirs.norm1.load_state_dict(ours.self_attn_layer_norm.state_dict())
     theirs.norm2.load_state_dict(ours.final_layer_norm.state_dict())
+
+
+# Debian's chromium for the browser tests (never a downloaded one), with the flags that keep it from calling home
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]

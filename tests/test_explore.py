@@ -11,7 +11,6 @@ import re
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -35,9 +34,6 @@ num2words = pytest.importorskip("num2words").num2words
 
 SOURCE = "three hundred and forty-two"
 ATOL = 1e-5
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SCREENSHOTS = os.environ.get("VT_EXPLORE_SCREENSHOTS")  # a folder to keep the screenshots in (docs/explore.png)
 
 
@@ -362,33 +358,6 @@ def live_app(model_dir):
         process.terminate()
         process.wait(timeout=30)
 
-
-@pytest.fixture(scope="module")
-def browser():
-    """Debian's chromium (never a downloaded one); every request that leaves this machine is refused and recorded."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    outside = []
-
-    def guard(route):
-        url = route.request.url
-        if re.match(r"^(https?|wss?)://(127\.0\.0\.1|localhost)(:\d+)?/", url) or url.startswith(
-                ("file://", "data:", "blob:", "about:")):
-            route.continue_()
-        else:
-            outside.append(url)
-            route.abort()
-
-    with sync_api.sync_playwright() as playwright, tempfile.TemporaryDirectory() as profile:
-        context = playwright.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
-            viewport={"width": 1280, "height": 1000})
-        context.route("**/*", guard)
-        context.outside = outside
-        yield context
-        context.close()
-    assert outside == [], f"requests left 127.0.0.1: {outside}"
 
 
 def open_page(browser, url):

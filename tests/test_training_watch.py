@@ -12,7 +12,6 @@ import pathlib
 import re
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -27,9 +26,6 @@ from vanilla_transformer.training.watch import QUANTUM, read_watch, translation_
 
 pytest.importorskip("num2words")
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SCREENSHOTS = os.environ.get("VT_EXPLORE_SCREENSHOTS")  # a folder to keep the screenshot in (docs/training-view.png)
 PRECISION = 0.5 / QUANTUM + 1e-6  # a recorded weight is within half a quantum of the model's
 STEPS, EVERY = 6, 2
@@ -135,32 +131,6 @@ def test_no_recordings_is_one_line(tmp_path, capsys):
 # ----------------------------------------------------------------------------------------------------------------
 # The view in a real browser
 
-
-@pytest.fixture(scope="module")
-def browser():
-    """Debian's chromium (never a downloaded one); every request that leaves this machine is refused and recorded."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    outside = []
-
-    def guard(route):
-        url = route.request.url
-        if re.match(r"^(https?|wss?)://(127\.0\.0\.1|localhost)(:\d+)?/", url) or url.startswith(
-                ("file://", "data:", "blob:", "about:")):
-            route.continue_()
-        else:
-            outside.append(url)
-            route.abort()
-
-    with sync_api.sync_playwright() as playwright, tempfile.TemporaryDirectory() as profile:
-        context = playwright.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,
-            viewport={"width": 1280, "height": 1000})
-        context.route("**/*", guard)
-        yield context
-        context.close()
-    assert outside == [], f"requests left 127.0.0.1: {outside}"
 
 
 def open_page(browser, url):

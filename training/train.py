@@ -3,7 +3,9 @@
 
 import sys
 
-from vanilla_transformer.cli.main import main as command_line
+# the command line's entry point, loaded before the package: --help and usage errors import neither torch nor
+# transformers (vanilla_transformer_cli's docstring)
+from vanilla_transformer_cli import main as command_line
 
 
 def main(argv: list[str] | None = None) -> None:

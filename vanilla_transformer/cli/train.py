@@ -1,11 +1,14 @@
 """`vanilla-transformer train [OPTIONS]`: the training recipe, `python -m training.train [OPTIONS]` by another name.
 
 Every option is the recipe's own (`vanilla-transformer train --help` lists them), so the command parses nothing
-itself and hands the whole command line to `vanilla_transformer.training.train.main`. Needs the train extra:
-pip install "vanilla-transformer[train]".
+itself and hands the whole command line to `vanilla_transformer.training.train.main`. Its `--help` and argparse's
+usage errors are answered before torch and transformers are imported, from the table of the options kept by an
+earlier use of the command (`training.option_table`). Needs the train extra: pip install "vanilla-transformer[train]".
 """
 
 import argparse
+
+from vanilla_transformer.training.option_table import cached_table, check_command_line
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -14,6 +17,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                    add_help=False, prefix_chars="\0")
     parser.add_argument("options", nargs=argparse.REMAINDER, help="the options of python -m training.train")
     return parser
+
+
+def check(args: argparse.Namespace) -> None:
+    """--help (exit 0) and argparse's usage errors (exit 2), from the kept table of the options; without one, the
+    recipe's own parser answers them, and keeps the table for the next command."""
+    table = cached_table()
+    if table is not None:
+        check_command_line(args.options, table)
 
 
 def run(args: argparse.Namespace) -> None:

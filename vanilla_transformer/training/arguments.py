@@ -23,6 +23,14 @@ from transformers import AutoConfig, HfArgumentParser
 from vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer.cli.options import UsageError
 from vanilla_transformer.training.budget import PLACEHOLDER_MAX_STEPS, SCHEDULES
+from vanilla_transformer.training.option_table import (
+    cached_table,
+    check_command_line,
+    save_table,
+    table_key,
+    table_of,
+    unknown_preset,
+)
 from vanilla_transformer.training.precision import default_precision
 from vanilla_transformer.training.presets import PRESETS, Preset, paper_learning_rate
 from vanilla_transformer.training.trainer import TranslationTrainingArguments
@@ -166,6 +174,9 @@ class ModelArguments:
         return {"length_penalty": self.length_penalty}
 
 
+# the option groups, in the order parse_arguments returns them
+DATACLASS_TYPES = (DataArguments, ModelArguments, TranslationTrainingArguments)
+
 # Set by build_model from the tokenizer, so an override would be ignored.
 TOKENIZER_CONFIG_KEYS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 
@@ -253,23 +264,51 @@ def settle_learning_rate(model_args, training_args, preset: Preset) -> float:
     return paper_learning_rate(architecture_d_model(model_args, preset), int(training_args.warmup_steps))
 
 
+def recipe_parser(**kwargs) -> HfArgumentParser:
+    """The parser of the recipe's options, without the preset's defaults; `kwargs` go to `HfArgumentParser`."""
+    return hyphens_first(HfArgumentParser(DATACLASS_TYPES, prog=PROG, usage=USAGE, **kwargs))
+
+
+def preset_defaults(preset_name: str) -> dict:
+    """The option defaults the preset `preset_name` sets, but those the machine decides (see `parse_arguments`)."""
+    preset = PRESETS[preset_name]
+    return {**preset.training_defaults(), **preset.data, "output_dir": os.path.join("outputs", preset_name),
+            "ddp_find_unused_parameters": False}  # every parameter takes part in every step
+
+
+def option_table() -> dict | None:
+    """The table of the recipe's options (`training.option_table`): the one kept for the installed sources, else
+    made from `recipe_parser` and kept for the next command. None where the parser cannot be written down as one."""
+    table = cached_table()
+    if table is None and (key := table_key()) is not None:
+        presets = {name: {"defaults": preset_defaults(name)} for name in PRESETS}
+        table = table_of(recipe_parser(), presets, key)
+        if table is not None:
+            save_table(table)
+    return table
+
+
 def parse_arguments(argv: list[str] | None = None):
     """-> (data_args, model_args, training_args, explicit option names). Preset values become the defaults; the
-    learning rate, the precision and a time budget's step count are settled here, before anything is built."""
+    learning rate, the precision and a time budget's step count are settled here, before anything is built.
+    `--help` and argparse's usage errors are answered from the table of the options, as the train command answers
+    them before importing torch (`training.option_table`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    table = option_table()
+    if table is not None:
+        check_command_line(argv, table)
     preset_parser = argparse.ArgumentParser(add_help=False)
     preset_parser.add_argument("--preset", default="demo")
     preset_parser.add_argument("--d_model", "--d-model", type=int)  # the widths the precision is measured at
     preset_parser.add_argument("--ffn_dim", "--ffn-dim", type=int)
     known = preset_parser.parse_known_args(argv)[0]
     preset_name = known.preset
-    dataclass_types = (DataArguments, ModelArguments, TranslationTrainingArguments)
-    parser = hyphens_first(HfArgumentParser(dataclass_types, prog=PROG, usage=USAGE))
+    parser = recipe_parser()
     if preset_name not in PRESETS:
-        parser.error(f"unknown --preset {preset_name!r}; choose one of {', '.join(PRESETS)}")
+        parser.error(unknown_preset(preset_name, PRESETS))
     preset = PRESETS[preset_name]
-    explicit = explicit_options(HfArgumentParser(dataclass_types, add_help=False), argv, dataclass_types)
-    defaults = {**preset.training_defaults(), **preset.data, "output_dir": os.path.join("outputs", preset_name)}
+    explicit = explicit_options(HfArgumentParser(DATACLASS_TYPES, add_help=False), argv, DATACLASS_TYPES)
+    defaults = preset_defaults(preset_name)
     try:
         import tensorboard  # noqa: F401
 
@@ -278,7 +317,6 @@ def parse_arguments(argv: list[str] | None = None):
         defaults["report_to"] = "none"
 
     defaults["dataloader_pin_memory"] = torch.cuda.is_available()
-    defaults["ddp_find_unused_parameters"] = False  # every parameter takes part in every step
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available():
         # torchrun on a machine without GPUs: accelerate runs several CPU processes (gloo) only with use_cpu
         defaults["use_cpu"] = True

@@ -17,7 +17,7 @@ PACKAGE = REPO_ROOT / "vanilla_transformer"
 # The layers, lowest first: a module imports only modules of its own layer or of lower ones. Each entry is a module
 # path under the package ("" is the package itself, its __init__); a module belongs to its longest matching entry.
 LAYERS = [
-    ("remote code", ["compat", "configuration_vanilla_transformer", "modeling_vanilla_transformer",
+    ("remote code", ["compat", "configuration_vanilla_transformer", "decoding", "modeling_vanilla_transformer",
                      "pipeline_translation"]),
     ("transformers integration", ["registration"]),
     ("foundations", ["files", "cards", "extras", "cli.options"]),
@@ -44,6 +44,11 @@ LOCAL_IMPORTS_ALLOWED = {
     # `from vanilla_transformer.serve import ServeSettings` works without the serve extra; the app and the engine,
     # which need FastAPI and torch, are imported when asked for (the module's __getattr__)
     "vanilla_transformer.serve": {"vanilla_transformer.serve.app", "vanilla_transformer.serve.engine"},
+    # torch and transformers' model code for PyTorch folders and models only: a CTranslate2 folder is told, loaded and
+    # translated without them (`vanilla-transformer translate --model CT2_FOLDER` imports neither)
+    "vanilla_transformer.checkpoints.kinds": {"vanilla_transformer.checkpoints.classes"},
+    "vanilla_transformer.checkpoints.load": {"vanilla_transformer.checkpoints.pytorch"},
+    "vanilla_transformer.translate": {"vanilla_transformer.translate.pytorch"},
 }
 MAX_ROOT_MODULES = 10
 MAX_FUNCTION_LINES = 100

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -353,3 +354,66 @@ def test_sampling_options_that_cannot_work_are_usage_errors(model_dir, capsys):
                         (["--max-length-a", "-1"], "--max-length-a must be 0 or more")]:
         code, out, err = run_cli(["translate", "--model", model_dir, "seven", *argv], capsys)
         assert code == 2 and words in err.strip().splitlines()[-1] and out == "", err
+
+
+@pytest.fixture(scope="module")
+def ct2_dir(model_dir, tmp_path_factory):
+    pytest.importorskip("ctranslate2")
+    from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
+
+    return str(to_ctranslate2(model_dir, tmp_path_factory.mktemp("ct2") / "ct2", quantization="float32"))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_ctranslate2_folders_tokenizer_is_the_one_autotokenizer_loads(ct2_dir, tmp_path, seed):
+    """`checkpoints.load.load_tokenizer` loads the exported fast tokenizer by its class, without AutoTokenizer (whose
+    config lookup imports torch): the same class, vocabulary and special tokens as AutoTokenizer's, and the same ids,
+    padding and decoding of random text; a tokenizer of another class goes through AutoTokenizer itself."""
+    import random
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from vanilla_transformer.checkpoints.load import load_tokenizer
+
+    rng = random.Random(seed)
+    words = [*SENTENCES[0].split(), "zwölf", "Schnee", "ß", "<s>", "</s>", "<unk>", "<pad>", "\t", "☃", "e\u0301"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 12))) for _ in range(20)]
+    other = tmp_path / "other"
+    shutil.copytree(ct2_dir, other)
+    config = json.loads((other / "tokenizer_config.json").read_text(encoding="utf-8"))
+    assert config["tokenizer_class"] == "TokenizersBackend"  # what transformers saves for a fast tokenizer
+    (other / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": "PreTrainedTokenizerFast"}),
+                                                 encoding="utf-8")
+    for folder in (ct2_dir, str(other)):
+        ours, theirs = load_tokenizer(folder), AutoTokenizer.from_pretrained(folder)
+        assert type(ours) is type(theirs) and ours.get_vocab() == theirs.get_vocab()
+        assert ours.special_tokens_map == theirs.special_tokens_map and ours.model_max_length == theirs.model_max_length
+        encoded = ours(texts)["input_ids"]
+        assert encoded == theirs(texts)["input_ids"]
+        assert ours.pad({"input_ids": encoded}) == theirs.pad({"input_ids": encoded})
+        assert ours.batch_decode(encoded, skip_special_tokens=True) == theirs.batch_decode(encoded,
+                                                                                          skip_special_tokens=True)
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_a_ctranslate2_export_is_translated_without_torch_or_the_models_code(model_dir, ct2_dir):
+    """`vanilla-transformer translate --model CT2_FOLDER` in a fresh interpreter, through the console script's entry
+    point: each line is what `generate` gives the sentence alone, and neither torch nor transformers' model code nor
+    ours was imported (transformers' tokenizer classes and GenerationConfig are all a CTranslate2 folder needs)."""
+    from helpers import REPO_ROOT
+
+    heavy = ["torch", "transformers.modeling_utils", "transformers.pipelines", "transformers.models.auto",
+             "vanilla_transformer.modeling_vanilla_transformer", "vanilla_transformer.registration"]
+    script = (f"import contextlib, io, json, sys, vanilla_transformer_cli\n"
+              f"with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+              f"    vanilla_transformer_cli.main(sys.argv[1:])\n"
+              f"print(json.dumps([out.getvalue(), [m for m in {heavy!r} if m in sys.modules],"
+              f" 'ctranslate2' in sys.modules]))")
+    result = subprocess.run([sys.executable, "-c", script, "translate", "--model", ct2_dir, "--num-beams", "1",
+                             *SENTENCES], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    out, imported, ran_ctranslate2 = json.loads(result.stdout)
+    assert imported == [] and ran_ctranslate2
+    assert out.splitlines() == one_at_a_time(model_dir, SENTENCES, num_beams=1)

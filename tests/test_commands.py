@@ -224,7 +224,8 @@ def test_runtime_errors_exit_1_with_one_line_and_no_usage(folders, tmp_path, cap
 # A fast start: help and usage errors load neither torch nor transformers
 
 LIGHT_CALLS = [
-    ["--help"], *([name, "--help"] for name in COMMANDS if name != "train"), ["plot", "attention", "--help"],
+    ["--help"], *([name, "--help"] for name in COMMANDS), ["plot", "attention", "--help"],
+    ["train", "--no-such-option"], ["train", "--preset", "huge"], ["train", "--max-steps", "seven"],
     ["export", "ctranslate2", "--help"], ["nonsense"], ["translate", "--model", "m", "seven", "--batch-size", "0"],
     ["translate", "--model", "m"], ["convert", "bart", "a", "b"], ["export", "ctranslate2", "a", "b", "--quantization",
     "int4"], ["explore", "m", "--text", "x"], ["serve", "m", "--port", "0", "--workers", "2"],
@@ -232,10 +233,15 @@ LIGHT_CALLS = [
 ]
 
 
-@pytest.mark.slow  # a fresh interpreter
-def test_help_and_usage_errors_import_neither_torch_nor_transformers():
+@pytest.mark.slow  # fresh interpreters
+def test_help_and_usage_errors_import_neither_torch_nor_transformers(tmp_path):
     """Through the console script's entry point, in a fresh interpreter: every command's --help and a usage error of
-    each kind (argparse's, and a command's `check`) exit with their status before anything heavy is imported."""
+    each kind (argparse's, and a command's `check`) exit with their status before anything heavy is imported. The
+    train command answers from the table of its options (`training.option_table`), which its first use keeps."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HOME": str(tmp_path)}
+    first = subprocess.run([sys.executable, "-c", "import vanilla_transformer_cli; vanilla_transformer_cli.main()",
+                            "train", "--help"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert first.returncode == 0 and "--per-device-train-batch-size" in first.stdout, first.stderr[-2000:]
     script = textwrap.dedent(
         f"""
         import contextlib, io, json, sys
@@ -255,7 +261,7 @@ def test_help_and_usage_errors_import_neither_torch_nor_transformers():
         """
     )
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+                            env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     for argv, code, heavy, err in json.loads(result.stdout):
         assert code == (0 if "--help" in argv else 2), (argv, code, err)

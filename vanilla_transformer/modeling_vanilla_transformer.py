@@ -10,7 +10,8 @@ Dh head size (d_model / H), D d_model, V vocabulary size.
 
 This file is copied next to the weights by `save_pretrained` (Hub remote code), so it imports only the standard
 library, torch, transformers and its siblings: the configuration file, `compat.py` (every difference between
-transformers releases) and, when saving, the pipeline file that is saved with them.
+transformers releases), `decoding.py` (the length bound of a translation) and, when saving, the pipeline file that is
+saved with them.
 """
 
 import copy
@@ -53,6 +54,7 @@ from .compat import (
     quiet_about_the_configs_max_length,
 )
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .decoding import MAX_LENGTH_A, MAX_LENGTH_B, max_target_lengths
 
 logger = logging.get_logger(__name__)
 
@@ -770,19 +772,8 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
 # ----------------------------------------------------------------------------------------------------------------
 # Decoding: a translation's length bounded by its source's, as fairseq (--max-len-a, --max-len-b) and Marian
 # (--max-length-factor) bound it, so that a model that never emits </s> (an upper-cased or out-of-domain sentence)
-# stops after a few times the source's length instead of at the configuration's maximum.
-
-MAX_LENGTH_A = 2.0  # target tokens allowed per source token
-MAX_LENGTH_B = 10  # plus this many
-
-
-def max_target_lengths(source_lengths, a: float = MAX_LENGTH_A, b: float = MAX_LENGTH_B) -> list[int]:
-    """The most tokens each translation may take, its </s> included: `int(a * n + b)` (at least 1) for a source of
-    `n` tokens (its </s> included). `a` and `b` are fairseq's `--max-len-a` / `--max-len-b`."""
-    if a < 0 or b < 0:
-        raise ValueError(f"max_length_a and max_length_b must be 0 or more, got {a} and {b}")
-    return [max(1, int(a * int(n) + b)) for n in source_lengths]
-
+# stops after a few times the source's length instead of at the configuration's maximum. The bound itself
+# (`max_target_lengths`) is in decoding.py, which needs no torch; this processor applies it inside `generate`.
 
 class SourceLengthBound(LogitsProcessor):
     """Force </s> as the `bounds[i]`-th generated token of row `i` (fewer when the model ends it sooner), so that one

@@ -11,7 +11,7 @@ None or a non-string raises an error that says so (v4 translated "" into whateve
 Importing `vanilla_transformer` registers this class for the `"translation"` task. A saved checkpoint carries this
 file and names it in `config.json` (`custom_pipelines`), so that without the package
 `pipeline("translation", model=folder_or_repo, trust_remote_code=True)` works too. It is therefore Hub remote code
-and imports only torch, transformers and its sibling `compat.py` (saved with it).
+and imports only torch, transformers and its siblings `compat.py` and `decoding.py` (saved with it).
 """
 
 import copy
@@ -22,6 +22,7 @@ from transformers import GenerationConfig, Pipeline
 from transformers.utils import ModelOutput, logging
 
 from .compat import pipeline_merges_generate_kwargs
+from .decoding import check_generation_parameters
 
 logger = logging.get_logger(__name__)
 
@@ -241,41 +242,6 @@ class TranslationPipeline(Pipeline):
                 )
                 records.append({"translation_text": text})
         return records
-
-
-def check_generation_parameters(generation_config: GenerationConfig, generate_kwargs: dict | None = None) -> None:
-    """Raise ValueError, naming the parameter, for generation settings that cannot work (where `generate` would
-    divide by zero, fail deep inside torch, or quietly ignore them). `generate_kwargs` override `generation_config`."""
-    generate_kwargs = generate_kwargs or {}
-    config = generate_kwargs.get("generation_config") or generation_config
-
-    def get(name: str):
-        return generate_kwargs[name] if name in generate_kwargs else getattr(config, name, None)
-
-    def whole_number(name: str, least: int, meaning: str) -> None:
-        value = get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
-            raise ValueError(f"{name}={value!r} cannot work: it must be a whole number of at least {least} "
-                             f"({meaning}).")
-
-    whole_number("num_beams", 1, "the hypotheses beam search keeps; 1 is greedy search")
-    whole_number("num_return_sequences", 1, "translations returned per input")
-    whole_number("max_new_tokens", 1, "the longest translation, in tokens")
-    whole_number("max_length", 1, "the longest output, in tokens")
-    whole_number("min_new_tokens", 0, "the shortest translation, in tokens")
-    whole_number("min_length", 0, "the shortest output, in tokens")
-    if get("do_sample"):
-        temperature, top_p = get("temperature"), get("top_p")
-        if temperature is not None and not temperature > 0:
-            raise ValueError(f"temperature={temperature!r} cannot work with do_sample=True: it must be positive.")
-        if top_p is not None and not 0 < top_p <= 1:
-            raise ValueError(f"top_p={top_p!r} cannot work: it must be in (0, 1].")
-        whole_number("top_k", 0, "the most likely tokens sampled from; 0 for all")
-    elif (get("num_return_sequences") or 1) > (get("num_beams") or 1):
-        raise ValueError(
-            f"num_return_sequences={get('num_return_sequences')} cannot work with num_beams={get('num_beams')}: "
-            "beam search returns at most num_beams translations. Raise num_beams, or sample (do_sample=True)."
-        )
 
 
 def _is_stream(inputs: Any) -> bool:

@@ -1,20 +1,17 @@
 """What a saved folder holds: one of `KINDS`, read from its files without loading anything.
 
 A PyTorch checkpoint written by `save_pretrained` names the class it was saved from first in config.json's
-`architectures`, which says which Auto class builds it; a CTranslate2 folder (ours or any other converter's) has
-model.bin beside config.json. A folder of another kind than a command takes is refused with one line naming what it
-holds and what is needed.
+`architectures`, which says which Auto class builds it (`checkpoints.classes`, which imports transformers' model
+tables, and is imported only for such a folder); a CTranslate2 folder (ours or any other converter's) has model.bin
+beside config.json, and is told without torch or transformers. A folder of another kind than a command takes is
+refused with one line naming what it holds and what is needed.
 """
 
 import json
 import os
 
-import transformers
-from transformers.models.auto import modeling_auto
-
-from vanilla_transformer import modeling_vanilla_transformer
+from vanilla_transformer.checkpoints import AUTO_CLASS_OF_KIND
 from vanilla_transformer.files.errors import one_line
-from vanilla_transformer.registration import AUTO_CLASSES
 
 CTRANSLATE2_FILES = ("model.bin", "config.json")
 
@@ -32,22 +29,6 @@ def is_ctranslate2_folder(path: str | os.PathLike) -> bool:
 KINDS = ("seq2seq", "causal-lm", "sequence-classification", "masked-lm", "ctranslate2")
 PYTORCH_KINDS = KINDS[:4]
 
-# Which class is in a folder: each PyTorch kind and the transformers Auto class that builds it (from config.json's
-# `architectures`). Our classes register with the same Auto classes (`registration.AUTO_CLASSES`), and
-# `architecture_kind` reads our classes' kinds from there, so the two tables cannot disagree.
-AUTO_CLASS_OF_KIND = {
-    "seq2seq": "AutoModelForSeq2SeqLM",
-    "causal-lm": "AutoModelForCausalLM",
-    "sequence-classification": "AutoModelForSequenceClassification",
-    "masked-lm": "AutoModelForMaskedLM",
-}
-# transformers' own table of the classes each Auto class builds (model_type -> class name), for folders of other models
-_MAPPING_NAMES_OF_KIND = {
-    "seq2seq": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
-    "causal-lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
-    "sequence-classification": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
-    "masked-lm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
-}
 DESCRIPTIONS = {
     "seq2seq": "a translation model (seq2seq)",
     "causal-lm": "a decoder-only language model",
@@ -55,25 +36,6 @@ DESCRIPTIONS = {
     "masked-lm": "an encoder-only masked language model",
     "ctranslate2": "a CTranslate2 folder",
 }
-
-
-def architecture_kind(name: str) -> str | None:
-    """The kind (one of `PYTORCH_KINDS`) of the model class called `name`, ours or transformers'; None if none."""
-    ours = {model_class.__name__: auto_class.__name__ for auto_class, model_class in AUTO_CLASSES}
-    for kind, auto_class in AUTO_CLASS_OF_KIND.items():
-        if ours.get(name) == auto_class or name in getattr(modeling_auto, _MAPPING_NAMES_OF_KIND[kind]).values():
-            return kind
-    return None
-
-
-def model_class(config):
-    """The model class named first in `config.architectures` (ours or transformers'), or None when it names none."""
-    for name in getattr(config, "architectures", None) or []:
-        for module in (modeling_vanilla_transformer, transformers):
-            cls = getattr(module, name, None)
-            if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel):
-                return cls
-    return None
 
 
 def read_json_object(path: str) -> dict:
@@ -112,6 +74,8 @@ def folder_kind(path: str | os.PathLike) -> str:
     architectures = _read_architectures(path)
     if not architectures:
         return "seq2seq"
+    from vanilla_transformer.checkpoints.classes import architecture_kind  # transformers' model tables: torch
+
     kind = architecture_kind(str(architectures[0]))
     if kind is None:
         raise CheckpointError(f"{path} holds a {architectures[0]}, which is none of {describe(PYTORCH_KINDS)}")

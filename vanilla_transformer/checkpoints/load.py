@@ -9,25 +9,25 @@ written by `vanilla-transformer export ctranslate2` (model.bin beside config.jso
 folder once (`validate.check_checkpoint` for a PyTorch folder: whole, readable, the weights of its config), picks
 the class from the folder and the device once, and returns the model in eval mode with its tokenizer. A folder of
 another kind than the caller takes (`kinds`) is refused with one line naming what it holds and what is needed.
+
+A CTranslate2 folder is loaded without torch and without transformers' model code (CTranslate2, the tokenizer and
+the generation config need neither); the PyTorch loader (`checkpoints.pytorch`, which also registers our model with
+transformers) is imported for PyTorch folders only.
 """
 
+import json
 import os
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 import transformers
-from transformers import AutoTokenizer
 
 from vanilla_transformer.checkpoints import ENGINES
-from vanilla_transformer.checkpoints.kinds import (
-    AUTO_CLASS_OF_KIND,
-    CheckpointError,
-    check_folder_kind,
-    folder_kind,
-)
-from vanilla_transformer.checkpoints.validate import check_checkpoint
+from vanilla_transformer.checkpoints.kinds import CheckpointError, check_folder_kind, folder_kind
 from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator, check_tokenizer_fingerprint
+
+# The tokenizer class transformers writes into tokenizer_config.json for every fast tokenizer it saves
+FAST_TOKENIZER_CLASS = "TokenizersBackend"
 
 
 @dataclass
@@ -42,24 +42,11 @@ class LoadedCheckpoint:
     device: str
 
 
-def pick_device(device: str | torch.device | None = None) -> str:
-    """`device` checked (a torch device this machine has), or CUDA when available, else the CPU."""
-    if device is None:
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        parsed = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device {str(device)!r} is not a torch device (cpu, cuda, cuda:1, mps, ...)") from None
-    if parsed.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {str(device)!r}: CUDA is not available on this machine")
-    return str(parsed)
-
-
 def load_checkpoint(
     path: str | os.PathLike,
     *,
     kinds=None,
-    device: str | torch.device | None = None,
+    device=None,
     engine: str = "auto",
     compute_type: str = "default",
     need_tokenizer: bool = True,
@@ -69,8 +56,8 @@ def load_checkpoint(
 
     `kinds`: the kinds the caller takes (default: all of `KINDS`); another is refused with a `CheckpointError`
     naming what the folder holds and what `purpose` (e.g. "translate") needs. `device`: "cpu", "cuda", "cuda:1", ...
-    (default: CUDA when available). `engine` ("auto", "pytorch" or "ctranslate2") insists on a PyTorch or a
-    CTranslate2 folder; `compute_type` ("int8", "float32", ...) applies to CTranslate2 folders only.
+    or a torch.device (default: CUDA when available). `engine` ("auto", "pytorch" or "ctranslate2") insists on a
+    PyTorch or a CTranslate2 folder; `compute_type` ("int8", "float32", ...) applies to CTranslate2 folders only.
     `need_tokenizer=False` neither checks nor loads the tokenizer. Raises `CheckpointError` (a ValueError) for a
     folder that is not whole or of the wrong kind, ValueError for a bad argument.
     """
@@ -90,12 +77,9 @@ def load_checkpoint(
     if compute_type != "default":
         raise ValueError(f"--compute-type applies to CTranslate2 folders (vanilla-transformer export ctranslate2); "
                          f"{path} holds a PyTorch model")
-    device = pick_device(device)
-    check_checkpoint(path, need_tokenizer=need_tokenizer)
+    from vanilla_transformer.checkpoints.pytorch import load_pytorch_folder  # torch, for PyTorch folders only
 
-    auto_class = getattr(transformers, AUTO_CLASS_OF_KIND[kind])
-    model = auto_class.from_pretrained(path).to(device).eval()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(path) if need_tokenizer else None
+    model, tokenizer, device = load_pytorch_folder(path, kind, device, need_tokenizer)
     return LoadedCheckpoint(path=path, kind=kind, model=model, tokenizer=tokenizer, device=device)
 
 
@@ -107,11 +91,27 @@ def _load_ctranslate2(path: str, device, compute_type: str, need_tokenizer: bool
                                   f"tokenizer.save_pretrained({path!r})")
         check_tokenizer_fingerprint(path)  # the tokenizer files are those the vocabularies were exported from
 
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = load_tokenizer(path)
     # CTranslate2 finds its own devices ("auto": CUDA when it has one); the translator checks the device
     model = CTranslate2Translator(path, device=str(device or "auto"), compute_type=compute_type)
     return LoadedCheckpoint(path=path, kind="ctranslate2", model=model, tokenizer=tokenizer,
                             device=str(model.translator.device))
 
 
-__all__ = ["ENGINES", "LoadedCheckpoint", "load_checkpoint", "pick_device"]
+def load_tokenizer(path: str):
+    """The tokenizer of a CTranslate2 folder. One saved by transformers' fast tokenizer class
+    (`FAST_TOKENIZER_CLASS` in tokenizer_config.json, no remote code) is loaded by that class, which is where
+    `AutoTokenizer` ends for such a folder (its config.json is CTranslate2's, of no model type); `AutoTokenizer`
+    would first read that config with transformers' model configuration classes, which import torch. Any other
+    tokenizer is loaded by `AutoTokenizer`."""
+    try:
+        with open(os.path.join(path, "tokenizer_config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError):
+        config = None
+    if isinstance(config, dict) and config.get("tokenizer_class") == FAST_TOKENIZER_CLASS and "auto_map" not in config:
+        return getattr(transformers, FAST_TOKENIZER_CLASS).from_pretrained(path)
+    return transformers.AutoTokenizer.from_pretrained(path)
+
+
+__all__ = ["ENGINES", "LoadedCheckpoint", "load_checkpoint", "load_tokenizer"]

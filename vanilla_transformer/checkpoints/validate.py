@@ -17,7 +17,8 @@ import transformers
 from safetensors import safe_open
 from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
-from vanilla_transformer.checkpoints.kinds import CheckpointError, model_class, read_json_object
+from vanilla_transformer.checkpoints.classes import model_class
+from vanilla_transformer.checkpoints.kinds import CheckpointError, read_json_object
 from vanilla_transformer.files.errors import one_line
 
 

@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"vanilla_transformer.cli.{name}")
         command_parser = module.add_parser(subparsers)
         command_parser.set_defaults(command_check=getattr(module, "check", None), command_run=module.run,
-                                    command_parser=command_parser)
+                                    command_parser=command_parser,
+                                    command_registers=not getattr(module, "REGISTERS_WHEN_NEEDED", False))
     return parser
 
 
@@ -67,15 +68,17 @@ def _one_line(error: BaseException) -> str:
     return one_line(error)
 
 
-def _prepare_to_run() -> None:
-    """What every command's `run` needs: the model registered with transformers (`registration.register`), and no
-    "Loading weights" bars from from_pretrained (translate shows its own bar of sentences; training shows the
+def _prepare_to_run(register_model: bool) -> None:
+    """What every command's `run` needs: the model registered with transformers (`registration.register`; a command
+    whose module sets `REGISTERS_WHEN_NEEDED` leaves it to its loader, which registers for PyTorch folders only), and
+    no "Loading weights" bars from from_pretrained (translate shows its own bar of sentences; training shows the
     Trainer's, which this leaves alone)."""
     from transformers.utils import logging as hf_logging
 
-    from vanilla_transformer.registration import register
+    if register_model:
+        from vanilla_transformer.registration import register
 
-    register()
+        register()
     hf_logging.disable_progress_bar()
 
 
@@ -88,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if args.command_check is not None:
             args.command_check(args)
-        _prepare_to_run()
+        _prepare_to_run(args.command_registers)
         args.command_run(args)
     except UsageError as error:
         command_parser.error(str(error))  # exit 2

@@ -8,8 +8,6 @@ earlier use of the command (`training.option_table`). Needs the train extra: pip
 
 import argparse
 
-from vanilla_transformer.training.option_table import cached_table, check_command_line
-
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     # no options of its own (prefix_chars no option can start with): every word, --help included, is the recipe's
@@ -22,6 +20,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def check(args: argparse.Namespace) -> None:
     """--help (exit 0) and argparse's usage errors (exit 2), from the kept table of the options; without one, the
     recipe's own parser answers them, and keeps the table for the next command."""
+    from vanilla_transformer.training.option_table import cached_table, check_command_line
+
     table = cached_table()
     if table is not None:
         check_command_line(args.options, table)

@@ -29,13 +29,14 @@ from vanilla_transformer.cli.options import (
     torch_device,
     writable_file,
 )
+from vanilla_transformer.decoding import MAX_LENGTH_A, MAX_LENGTH_B  # the translation's own defaults (no torch)
 
-# the translation's own defaults (fairseq's --max-len-a / --max-len-b; modeling_vanilla_transformer.MAX_LENGTH_A/B,
-# which the parser does not import: --help stays free of torch)
-MAX_LENGTH_A, MAX_LENGTH_B = 2.0, 10
+# the model is registered with transformers by the loader, for a PyTorch folder only (`checkpoints.load`): a
+# CTranslate2 folder is translated without torch and transformers' model code
+REGISTERS_WHEN_NEEDED = True
 # what changes no translation: a run may resume with other values of these
 NOT_IN_THE_RECORD = ("no_progress", "overwrite", "output", "input", "texts", "command", "command_check",
-                     "command_run", "command_parser")
+                     "command_run", "command_parser", "command_registers")
 
 
 def non_negative_float(text: str) -> float:

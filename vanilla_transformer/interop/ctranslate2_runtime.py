@@ -1,11 +1,13 @@
 """The CTranslate2 runtime engine: translating with a folder written by `vanilla-transformer export ctranslate2`.
 
-`CTranslate2Translator` wraps a `ctranslate2.Translator` so that `translate.translate` drives it like our PyTorch model:
-its `generate(input_ids, attention_mask, **kwargs)` takes the tokenizer's padded ids and returns generated ids, decoded
+`CTranslate2Translator` wraps a `ctranslate2.Translator` so that it can be driven like our PyTorch model: its
+`generate(input_ids, attention_mask, **kwargs)` takes the tokenizer's padded ids and returns generated ids, decoded
 with the folder's generation config (beam size, length penalty, maximum length, tokens never to generate) unless told
-otherwise. The folder's vocabularies list the tokenizer's token strings by id; the translator maps ids to those strings
-and back, so the tokenizer's own special-token handling and decoding apply. The exporter is
-`export_ctranslate2.to_ctranslate2`.
+otherwise; `translate_ids` takes the ids of each sentence and each one's longest result, as `translate.translate`
+hands them over. The folder's vocabularies list the tokenizer's token strings by id; the translator maps ids to those
+strings and back, so the tokenizer's own special-token handling and decoding apply. The exporter is
+`export_ctranslate2.to_ctranslate2`. Nothing here needs torch or transformers' model code: translating with an
+exported folder imports neither.
 """
 
 import json
@@ -13,14 +15,12 @@ import os
 import warnings
 from pathlib import Path
 
-import torch
 from transformers import GenerationConfig
 
 from vanilla_transformer.checkpoints.kinds import CheckpointError, is_ctranslate2_folder
 from vanilla_transformer.extras import import_extra
 from vanilla_transformer.files.errors import one_line
 from vanilla_transformer.files.hashing import sha256_of_file
-from vanilla_transformer.modeling_vanilla_transformer import SourceLengthBound
 
 VOCABULARY_FILES = ("shared_vocabulary.json", "source_vocabulary.json", "target_vocabulary.json")
 # Written by the export beside the tokenizer files: {"sha256": {file name: SHA-256 of its bytes}} of the tokenizer
@@ -139,7 +139,7 @@ class CTranslate2Translator:
             raise CheckpointError(f"CTranslate2 cannot load {folder} ({one_line(error)}): model.bin or "
                                   f"config.json is damaged (cut short?); {EXPORT_AGAIN}") from None
         self.max_positions = recorded_max_positions(folder)
-        self.device = torch.device("cpu")  # where generate() takes its inputs
+        self.device = "cpu"  # where generate() takes its inputs
         self.target_ids = {token: i for i, token in enumerate(self.target_tokens)}
         self.generation_config = (GenerationConfig.from_pretrained(folder)
                                   if (folder / "generation_config.json").is_file() else GenerationConfig())
@@ -204,23 +204,30 @@ class CTranslate2Translator:
                            sampling_temperature=float(sampling.get("temperature") or 1.0))
         return options
 
-    def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                 **kwargs) -> list[list[int]]:
-        """Translate a padded batch of source ids; returns the generated target ids of each row (no start token).
+    def generate(self, input_ids, attention_mask=None, **kwargs) -> list[list[int]]:
+        """Translate a padded batch of source ids (a tensor or lists); returns the generated target ids of each row (no
+        start token).
 
-        `logits_processor=[SourceLengthBound(bounds, ...)]` bounds each row as it bounds generate's: CTranslate2's one
-        maximum length per batch is the longest row's, and each row's result is cut to its own bound (the </s> that
+        `logits_processor=[SourceLengthBound(bounds, ...)]` bounds each row as it bounds generate's (the </s> that
         generate forces as its last token is no token of the result here)."""
         limits = self._row_limits(kwargs.pop("logits_processor", None))
+        rows = input_ids.tolist() if hasattr(input_ids, "tolist") else [list(row) for row in input_ids]
+        if attention_mask is not None:
+            masks = attention_mask.tolist() if hasattr(attention_mask, "tolist") else attention_mask
+            rows = [[i for i, keep in zip(ids, mask) if keep] for ids, mask in zip(rows, masks)]
+        return self.translate_ids(rows, limits, **kwargs)
+
+    def translate_ids(self, rows: list[list[int]], limits: list[int] | None = None, **kwargs) -> list[list[int]]:
+        """Translate the source ids of each sentence (no padding); returns the target ids of each (no start token),
+        row `i` cut to `limits[i]` tokens where given. `kwargs` are `generate`'s (num_beams, max_new_tokens, ...).
+
+        CTranslate2's one maximum length per call is the longest row's: one call per limit under beam search (a
+        longer allowance may change which hypothesis wins); one call, each row cut to its limit, for greedy search and
+        sampling, which pick each row's tokens alone."""
         options = self.translate_options(**kwargs)
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        rows = [[self.source_tokens[i] for i, keep in zip(ids, mask) if keep]
-                for ids, mask in zip(input_ids.tolist(), attention_mask.tolist())]
+        rows = [[self.source_tokens[i] for i in ids] for ids in rows]
         if limits is None:
             return self._translate(rows, options)
-        # one call per bound under beam search (a longer allowance may change which hypothesis wins); one call,
-        # each row cut to its bound, for greedy search and sampling, which pick each row's tokens alone
         groups = {}
         for index, limit in enumerate(limits):
             groups.setdefault(limit if options.get("beam_size", 1) > 1 else None, []).append(index)
@@ -241,14 +248,17 @@ class CTranslate2Translator:
 
     @staticmethod
     def _row_limits(processors) -> list[int] | None:
-        """The most tokens each row's result may have, from a `SourceLengthBound` (its bound less the </s>)."""
+        """The most tokens each row's result may have, from a `SourceLengthBound` (its bound less the </s>): the
+        model's, or the copy a saved folder's remote code holds, told by its name and its `bounds`."""
         if not processors:
             return None
-        if not all(isinstance(processor, SourceLengthBound) for processor in processors):
+        if not all(type(processor).__name__ == "SourceLengthBound" and hasattr(processor, "bounds")
+                   for processor in processors):
             raise ValueError("The CTranslate2 engine takes no logits_processor but a SourceLengthBound.")
         limits = None
         for processor in processors:
-            rows = [int(bound) - 1 for bound in processor.bounds.tolist()]
+            bounds = processor.bounds.tolist() if hasattr(processor.bounds, "tolist") else processor.bounds
+            rows = [int(bound) - 1 for bound in bounds]
             limits = rows if limits is None else [min(a, b) for a, b in zip(limits, rows)]
         return limits
 

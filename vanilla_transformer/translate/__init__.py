@@ -6,43 +6,39 @@
 
 Decoding follows the model's `generation_config` (the paper's beam 4, length penalty 0.6) unless the keyword
 arguments say otherwise, and each translation is bounded by its source's length: at most `max_length_a * n +
-max_length_b` tokens for a source of n tokens (`modeling_vanilla_transformer.max_target_lengths`, fairseq's
-`--max-len-a` / `--max-len-b`), unless `max_new_tokens` or `max_length` fixes the length instead. `translate_chunks`
-translates an iterable of lines chunk by chunk (a corpus of millions of lines in flat memory); each chunk is sorted by
-length into batches and comes back in its own order. Folders are opened by `checkpoints.load.load_checkpoint`; the
-command is `cli/translate.py`.
+max_length_b` tokens for a source of n tokens (`decoding.max_target_lengths`, fairseq's `--max-len-a` /
+`--max-len-b`), unless `max_new_tokens` or `max_length` fixes the length instead. `translate_chunks` translates an
+iterable of lines chunk by chunk (a corpus of millions of lines in flat memory); each chunk is sorted by length into
+batches and comes back in its own order. Folders are opened by `checkpoints.load.load_checkpoint`; the command is
+`cli/translate.py`.
+
+A batch goes to CTranslate2 for a `CTranslate2Translator` (a folder written by `vanilla-transformer export
+ctranslate2`), which needs neither torch nor transformers' model code, and to the model's `generate` otherwise
+(`translate.pytorch`, imported for such a model only).
 """
 
 import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
 
-import torch
 from tqdm.auto import tqdm
-from transformers import LogitsProcessorList
 
 from vanilla_transformer.checkpoints.load import ENGINES, load_checkpoint
+from vanilla_transformer.decoding import MAX_LENGTH_A, MAX_LENGTH_B, check_generation_parameters, max_target_lengths
 from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator, import_ctranslate2
-from vanilla_transformer.modeling_vanilla_transformer import (
-    MAX_LENGTH_A,
-    MAX_LENGTH_B,
-    SourceLengthBound,
-    max_target_lengths,
-)
-from vanilla_transformer.pipeline_translation import check_generation_parameters
+from vanilla_transformer.translate.lengths import row_bounds
 
 TRANSLATION_KINDS = ("seq2seq", "ctranslate2")
 CHUNK_SIZE = 4096  # lines read, sorted by length and translated together by `translate_chunks`
 
 
-def load_model(path: str, device: str | torch.device | None = None):
+def load_model(path: str, device=None):
     """A saved translation model folder's model in eval mode on `device` (default: CUDA when available), checked
     first by `checkpoints.load.load_checkpoint`: a folder that is not whole raises `CheckpointError` (a ValueError)."""
     return load_checkpoint(path, kinds=("seq2seq",), device=device, need_tokenizer=False).model
 
 
-def load_model_and_tokenizer(path: str, device: str | torch.device | None = None, *, engine: str = "auto",
-                             compute_type: str = "default"):
+def load_model_and_tokenizer(path: str, device=None, *, engine: str = "auto", compute_type: str = "default"):
     """The model and tokenizer of a saved translation folder: our PyTorch model, or a
     `ctranslate2_runtime.CTranslate2Translator` (with `compute_type`) for a folder written by `vanilla-transformer
     export ctranslate2`; `engine` ("pytorch" or "ctranslate2") insists on one. Both `generate` for `translate`."""
@@ -130,7 +126,9 @@ def manual_seed(model, seed: int) -> None:
     if isinstance(model, CTranslate2Translator):
         import_ctranslate2().set_random_seed(seed)
     else:
-        torch.manual_seed(seed)
+        from vanilla_transformer.translate import pytorch  # a torch model: torch is imported already
+
+        pytorch.seed(seed)
 
 
 def _translate_chunk(model, tokenizer, texts: list[str], batch_size: int, bound: tuple[float, float] | None,
@@ -145,11 +143,7 @@ def _translate_chunk(model, tokenizer, texts: list[str], batch_size: int, bound:
         bar.update(len(texts) - len(todo))  # blank lines
     for start in range(0, len(todo), batch_size):
         batch = todo[start : start + batch_size]
-        inputs = tokenizer.pad({"input_ids": [ids_of[i] for i in batch]}, return_tensors="pt")
-        inputs = {name: inputs[name].to(model.device) for name in ("input_ids", "attention_mask")}
-        length_kwargs = {} if bound is None else length_bound(model, [len(ids_of[i]) for i in batch], *bound)
-        with torch.inference_mode():
-            output_ids = model.generate(**inputs, **generate_kwargs, **length_kwargs)
+        output_ids = _generate_batch(model, tokenizer, [ids_of[i] for i in batch], bound, generate_kwargs)
         for i, text in zip(batch, tokenizer.batch_decode(output_ids, skip_special_tokens=True)):
             translations[i] = " ".join(text.splitlines())  # one line out per line in
         if bar is not None:
@@ -157,19 +151,27 @@ def _translate_chunk(model, tokenizer, texts: list[str], batch_size: int, bound:
     return translations
 
 
-def length_bound(model, source_lengths: list[int], a: float = MAX_LENGTH_A, b: float = MAX_LENGTH_B) -> dict:
-    """The `generate` keywords that bound each row of a batch to `max_target_lengths(source_lengths, a, b)` tokens
-    within the generation config's own maximum: `max_new_tokens` (the longest row's) and a `SourceLengthBound`
-    `logits_processor` that ends each row at its own bound, so that a sentence gets the same translation in any
-    batch. Our model's and `CTranslate2Translator`'s `generate` take them."""
-    config = model.generation_config
-    limit = config.max_new_tokens or (config.max_length or 20) - 1  # the decoder start token counts in max_length
-    # a row whose bound is past the configuration's maximum is left to it: cut there as generate cuts every output
-    bounds = [min(bound, limit + 1) for bound in max_target_lengths(source_lengths, a, b)]
-    eos = config.eos_token_id
-    eos = eos[0] if isinstance(eos, list) else eos
-    return {"max_new_tokens": min(max(bounds), limit),
-            "logits_processor": LogitsProcessorList([SourceLengthBound(bounds, eos)])}
+def _generate_batch(model, tokenizer, rows: list[list[int]], bound: tuple[float, float] | None,
+                    generate_kwargs: dict):
+    """The generated ids of each row of source ids, each bounded by `bound` ((a, b), or None): by CTranslate2 for a
+    `CTranslate2Translator`, without torch; by the model's `generate` otherwise (`translate.pytorch`)."""
+    if not isinstance(model, CTranslate2Translator):
+        from vanilla_transformer.translate import pytorch  # a torch model: torch is imported already
+
+        return pytorch.generate_batch(model, tokenizer, rows, bound, generate_kwargs)
+    if bound is None:
+        return model.translate_ids(rows, **generate_kwargs)
+    bounds, max_new_tokens = row_bounds(model.generation_config, [len(ids) for ids in rows], *bound)
+    # the row limits of generate's SourceLengthBound: the bound less the </s> generate forces as the last token
+    return model.translate_ids(rows, [limit - 1 for limit in bounds], **generate_kwargs, max_new_tokens=max_new_tokens)
+
+
+def __getattr__(name: str):
+    if name == "length_bound":  # the keywords of a PyTorch model's generate: torch
+        from vanilla_transformer.translate import pytorch
+
+        return pytorch.length_bound
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["CHUNK_SIZE", "ENGINES", "length_bound", "load_model", "load_model_and_tokenizer", "manual_seed",

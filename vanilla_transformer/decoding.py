@@ -1,0 +1,60 @@
+"""What decoding a translation takes, without torch: the length bound of a translation and the check of generation
+parameters. The model (`modeling_vanilla_transformer`: `SourceLengthBound` applies the bound inside `generate`), the
+pipeline (`pipeline_translation`) and the CTranslate2 engine use the same functions, and `vanilla-transformer
+translate` with a CTranslate2 folder imports this file without torch.
+
+This file is copied next to the weights with the model and the pipeline (Hub remote code): it imports only the
+standard library.
+"""
+
+# A translation's length bounded by its source's, as fairseq (--max-len-a, --max-len-b) and Marian
+# (--max-length-factor) bound it, so that a model that never emits </s> stops after a few times the source's length.
+MAX_LENGTH_A = 2.0  # target tokens allowed per source token
+MAX_LENGTH_B = 10  # plus this many
+
+
+def max_target_lengths(source_lengths, a: float = MAX_LENGTH_A, b: float = MAX_LENGTH_B) -> list[int]:
+    """The most tokens each translation may take, its </s> included: `int(a * n + b)` (at least 1) for a source of
+    `n` tokens (its </s> included). `a` and `b` are fairseq's `--max-len-a` / `--max-len-b`."""
+    if a < 0 or b < 0:
+        raise ValueError(f"max_length_a and max_length_b must be 0 or more, got {a} and {b}")
+    return [max(1, int(a * int(n) + b)) for n in source_lengths]
+
+
+def check_generation_parameters(generation_config, generate_kwargs: dict | None = None) -> None:
+    """Raise ValueError, naming the parameter, for generation settings that cannot work (where `generate` would
+    divide by zero, fail deep inside torch, or quietly ignore them). `generate_kwargs` override `generation_config`
+    (a `GenerationConfig`)."""
+    generate_kwargs = generate_kwargs or {}
+    config = generate_kwargs.get("generation_config") or generation_config
+
+    def get(name: str):
+        return generate_kwargs[name] if name in generate_kwargs else getattr(config, name, None)
+
+    def whole_number(name: str, least: int, meaning: str) -> None:
+        value = get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            raise ValueError(f"{name}={value!r} cannot work: it must be a whole number of at least {least} "
+                             f"({meaning}).")
+
+    whole_number("num_beams", 1, "the hypotheses beam search keeps; 1 is greedy search")
+    whole_number("num_return_sequences", 1, "translations returned per input")
+    whole_number("max_new_tokens", 1, "the longest translation, in tokens")
+    whole_number("max_length", 1, "the longest output, in tokens")
+    whole_number("min_new_tokens", 0, "the shortest translation, in tokens")
+    whole_number("min_length", 0, "the shortest output, in tokens")
+    if get("do_sample"):
+        temperature, top_p = get("temperature"), get("top_p")
+        if temperature is not None and not temperature > 0:
+            raise ValueError(f"temperature={temperature!r} cannot work with do_sample=True: it must be positive.")
+        if top_p is not None and not 0 < top_p <= 1:
+            raise ValueError(f"top_p={top_p!r} cannot work: it must be in (0, 1].")
+        whole_number("top_k", 0, "the most likely tokens sampled from; 0 for all")
+    elif (get("num_return_sequences") or 1) > (get("num_beams") or 1):
+        raise ValueError(
+            f"num_return_sequences={get('num_return_sequences')} cannot work with num_beams={get('num_beams')}: "
+            "beam search returns at most num_beams translations. Raise num_beams, or sample (do_sample=True)."
+        )
+
+
+__all__ = ["MAX_LENGTH_A", "MAX_LENGTH_B", "check_generation_parameters", "max_target_lengths"]

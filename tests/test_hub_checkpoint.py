@@ -17,7 +17,8 @@ from helpers import HIDE_PACKAGE
 from translation_fixtures import GERMAN, tiny_tokenizer, tiny_translator
 from vanilla_transformer import save_for_hub
 
-SOURCE_FILES = {"configuration_vanilla_transformer.py", "modeling_vanilla_transformer.py", "pipeline_translation.py"}
+SOURCE_FILES = {"configuration_vanilla_transformer.py", "modeling_vanilla_transformer.py", "pipeline_translation.py",
+                "decoding.py"}
 
 # Runs in `python -I` from an empty directory: neither the repository nor PYTHONPATH is on sys.path, and a meta path
 # hook refuses our packages in case they are installed in the environment (e.g. `pip install -e .` in CI).

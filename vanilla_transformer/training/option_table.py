@@ -144,8 +144,11 @@ def _type_name(action: argparse.Action) -> str | None:
 
 
 def table_of(parser: argparse.ArgumentParser, presets: dict[str, dict], key: str) -> dict | None:
-    """The table of `parser`'s arguments (None where one cannot be written down: an action or a choice this module
-    does not know), with `presets` (name -> {"defaults": the parser defaults it sets}) and the sources' `key`."""
+    """The table of `parser`'s arguments (None where one cannot be written down: an action, a choice or a help
+    formatter this module does not know), with `presets` (name -> {"defaults": the parser defaults it sets}) and the
+    sources' `key`."""
+    if getattr(argparse, parser.formatter_class.__name__, None) is not parser.formatter_class:
+        return None
     actions = []
     # argparse keeps no public list of its arguments and their groups
     groups = {id(action): group.title for group in parser._action_groups for action in group._group_actions}
@@ -235,9 +238,8 @@ def check_command_line(argv: list[str], table: dict) -> None:
     """Answer `--help` (print it, exit 0) and the usage errors argparse finds (usage, one line, exit 2) from `table`;
     return quietly where the command line parses."""
     preset = chosen_preset(argv)
-    parser = parser_from_table(table)
     if preset not in table["presets"]:
-        parser.error(unknown_preset(preset, table["presets"]))
+        parser_from_table(table).error(unknown_preset(preset, table["presets"]))
     parser_from_table(table, help_defaults(table, preset)).parse_args(argv)
 
 

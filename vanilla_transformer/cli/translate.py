@@ -85,8 +85,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="sample at temperature T (default 1 when sampling)")
     parser.add_argument("--seed", action=checked(non_negative_int), default=0,
                         help="random seed of sampling (default 0)")
-    parser.add_argument("--device", action=checked(torch_device),
-                        help="cpu, cuda, cuda:1, ... (default: cuda when available)")
+    parser.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda when available)")
     parser.add_argument("--engine", choices=ENGINES, default="auto",
                         help="pytorch or ctranslate2 (default: what the folder holds)")
     parser.add_argument("--compute-type", default="default",
@@ -142,6 +141,19 @@ def _check_output(args: argparse.Namespace) -> None:
         raise UsageError(str(error)) from None
 
 
+def _check_device(args: argparse.Namespace) -> None:
+    """--device names a torch device (`options.torch_device`, which imports torch) for a PyTorch folder; a
+    CTranslate2 folder's device is CTranslate2's question, asked when it loads."""
+    from vanilla_transformer.checkpoints.kinds import is_ctranslate2_folder
+
+    if args.device is None or is_ctranslate2_folder(args.model):
+        return
+    try:
+        torch_device(args.device)
+    except argparse.ArgumentTypeError as error:
+        raise UsageError(f"--device {error}") from None
+
+
 def check(args: argparse.Namespace) -> None:
     """The sentences come from the arguments or --input, the options go together, and --output replaces nothing it
     must not."""
@@ -154,6 +166,7 @@ def check(args: argparse.Namespace) -> None:
     if args.max_new_tokens is not None and (args.max_length_a is not None or args.max_length_b is not None):
         raise UsageError("give --max-new-tokens (one length for all) or --max-length-a / --max-length-b (a length "
                          "from the source's), not both")
+    _check_device(args)
     sampling = args.sampling_topk is not None or args.sampling_temperature is not None
     if sampling and (args.num_beams or 1) > 1:
         raise UsageError("sampling (--sampling-topk, --sampling-temperature) draws one token at a time: it takes no "

@@ -6,6 +6,8 @@
   preset's defaults, the peak learning rate (the preset's, else the paper's (d_model * warmup_steps)^-0.5 from the
   final d_model and warmup), the precision the machine does fast (training/precision.py), and a time budget's
   placeholder step count (training/budget.py). It returns the names of the options given on the command line too.
+- `option_table`: the parser written down as a table (training/option_table.py), from which `--help` and argparse's
+  usage errors are answered without torch.
 """
 
 import argparse
@@ -264,9 +266,9 @@ def settle_learning_rate(model_args, training_args, preset: Preset) -> float:
     return paper_learning_rate(architecture_d_model(model_args, preset), int(training_args.warmup_steps))
 
 
-def recipe_parser(**kwargs) -> HfArgumentParser:
-    """The parser of the recipe's options, without the preset's defaults; `kwargs` go to `HfArgumentParser`."""
-    return hyphens_first(HfArgumentParser(DATACLASS_TYPES, prog=PROG, usage=USAGE, **kwargs))
+def recipe_parser() -> HfArgumentParser:
+    """The parser of the recipe's options, without the preset's defaults."""
+    return hyphens_first(HfArgumentParser(DATACLASS_TYPES, prog=PROG, usage=USAGE))
 
 
 def preset_defaults(preset_name: str) -> dict:

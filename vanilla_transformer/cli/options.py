@@ -72,7 +72,7 @@ def writable_file(text: str) -> str:
 
 def torch_device(text: str) -> str:
     """A device name torch understands (cpu, cuda, cuda:1, mps, ...); whether this machine has it is the loader's
-    question (`checkpoints.load.pick_device`), as CTranslate2 folders find their own devices."""
+    question (`checkpoints.pytorch.pick_device`), as CTranslate2 folders find their own devices."""
     import torch
 
     try:

@@ -69,7 +69,7 @@ class Shown:
 def table_key() -> str | None:
     """The SHA-256 of what the table is made from (see the module's docstring), or None where transformers' sources
     cannot be read (no table then)."""
-    digest = hashlib.sha256(f"format {TABLE_FORMAT} | python {sys.version_info[:2]}".encode())
+    digest = hashlib.sha256(f"format {TABLE_FORMAT} | python {sys.version_info[:3]}".encode())
     for name in VERSIONS_OF:
         try:
             digest.update(f" | {name} {importlib.metadata.version(name)}".encode())

@@ -27,8 +27,10 @@ a pair is, too): an upper-cased sentence is several times as many tokens with a 
 whole batch to its length; per batch, only the batches drawn pay, in proportion. Such a batch holds that many more
 tokens than `--max_tokens`. Typos and noise change a sentence's length by a few tokens and are drawn per pair, as
 OpusTrainer does; a noise pair is shortened (whole words from its end) to the batch's longest sentences, so it adds
-no padding. A pair whose changed form would exceed `--max_source_length`/`--max_target_length` tokens, or whose
-tokens include `<unk>` (a character the vocabulary lacks: decoding would drop it), stays as it was.
+no padding. A pair stays as it was where its changed form would exceed `--max_source_length`/`--max_target_length`
+tokens, or where it or its changed form holds `<unk>` (a character the vocabulary lacks, e.g. an upper-case letter
+never seen in training: decoding would drop it, and the model would learn to read or write `<unk>`). Noise pairs are
+OpusTrainer's whatever the vocabulary: characters it lacks are `<unk>` on both sides, which the model learns to copy.
 
 Deterministic. Each batch's draws come from a generator seeded by (the run's seed, the epoch, a hash of the batch's
 token ids): the same seed gives the same batches, a resumed run the batches of the interrupted one (the Trainer
@@ -222,7 +224,8 @@ class AugmentingCollator:
                 if draws.typos[i]:
                     sources[k] = typos(sources[k], random.Random(int(draws.seeds[i, 0])))
             for k, (source_ids, target_ids) in enumerate(zip(self.encode_source(sources), self.encode_target(targets))):
-                if len(source_ids) <= self.max_source_length and len(target_ids) <= self.max_target_length:
+                if (len(source_ids) <= self.max_source_length and len(target_ids) <= self.max_target_length
+                        and (unknown is None or (unknown not in source_ids and unknown not in target_ids))):
                     features[indices[k]] = self.feature(features[indices[k]], source_ids, target_ids)
         longest = (max(len(f["input_ids"]) for f in features), max(len(f["labels"]) for f in features))
         for i in np.flatnonzero(draws.noise).tolist():

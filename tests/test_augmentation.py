@@ -343,3 +343,48 @@ def test_a_run_with_augment_trains_on_changed_pairs_and_records_it(tmp_path, mon
     assert results["augmentation"] == {"upper": 0.5, "typos": 0.5}
     card = (out / "README.md").read_text()
     assert "**augmentation**: upper 0.5: both sides upper-cased (per batch); typos 0.5:" in card
+
+
+@pytest.mark.slow  # three training runs
+def test_a_resumed_run_with_augment_trains_on_the_batches_of_an_uninterrupted_one(tmp_path, monkeypatch):
+    """Kill a run after its step-4 checkpoint (at step 6), resume: the losses of every step match an uninterrupted
+    run's, across epochs (~5 batches each), while batches were changed."""
+    from test_training import tiny
+    from transformers import TrainerCallback
+
+    from vanilla_transformer.training.train import main as train_main
+
+    class Interrupt(Exception):
+        pass
+
+    class CrashAtStep6(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 6:
+                raise Interrupt
+
+    changed = []
+    original_augment = AugmentingCollator.augment
+
+    def recording(self, features, draws):
+        changed.append(True)
+        return original_augment(self, features, draws)
+
+    monkeypatch.setattr(AugmentingCollator, "augment", recording)
+    common = ["--max_steps", "12", "--save_steps", "4", "--logging_steps", "1",
+              "--augment", "upper=0.3,title=0.3,typos=0.5,noise=0.3", *tiny(demo_train_size=120, max_tokens=250)]
+    full = tmp_path / "full"
+    train_main(["--output_dir", str(full), *common])
+    assert len(changed) >= 6
+    broken = tmp_path / "broken"
+    with pytest.raises(Interrupt):
+        train_main(["--output_dir", str(broken), *common], callbacks=[CrashAtStep6()])
+    train_main(["--output_dir", str(broken), "--resume_from_checkpoint", "true", *common])
+
+    def losses(folder):
+        state = json.loads((folder / "trainer_state.json").read_text())
+        return state["global_step"], {e["step"]: e["loss"] for e in state["log_history"] if "loss" in e}
+
+    (full_steps, full_losses), (resumed_steps, resumed_losses) = losses(full), losses(broken)
+    assert full_steps == resumed_steps == 12 and sorted(resumed_losses) == list(range(1, 13))
+    for step in range(1, 13):
+        assert resumed_losses[step] == pytest.approx(full_losses[step], rel=1e-4), step

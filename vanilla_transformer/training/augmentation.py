@@ -24,7 +24,8 @@ BPE-dropout alike, and only the changed pairs pay for decoding and tokenizing.
 Per batch. Upper- and title-casing are drawn once per batch (a batch is upper-cased with probability `upper`, so
 a pair is, too): an upper-cased sentence is several times as many tokens with a vocabulary trained on normal text
 (3.4 times on Multi30k with the multi30k-pre-ln vocabulary), and one upper-cased pair in a batch would pad the
-whole batch to its length; per batch, only the batches drawn pay, in proportion. Such a batch holds that many more
+whole batch to its length; per batch, only the batches drawn pay, in proportion. A batch drawn for both is
+upper-cased (title-casing upper-cased text changes nothing, as with OpusTrainer's two modifiers one after the other). Such a batch holds that many more
 tokens than `--max_tokens`. Typos and noise change a sentence's length by a few tokens and are drawn per pair, as
 OpusTrainer does; a noise pair is shortened (whole words from its end) to the batch's longest sentences, so it adds
 no padding. A pair stays as it was where its changed form would exceed `--max_source_length`/`--max_target_length`

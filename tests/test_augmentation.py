@@ -205,6 +205,18 @@ def test_the_same_seed_gives_the_same_batches_in_any_order_and_another_seed_othe
                for b, d in zip(batches, [again.draws(b) for b in batches]))
 
 
+def test_the_collator_goes_to_spawned_workers_and_draws_there_as_here():
+    import pickle
+
+    tokenizer = cased_tokenizer()
+    collator = _collator(tokenizer, "upper=0.5,typos=0.5,noise=0.5", seed=3)
+    collator.set_epoch(2)
+    copy_ = pickle.loads(pickle.dumps(collator))
+    for batch in _batches(_pairs(tokenizer), count=10, size=4, seed=1):
+        ours, theirs = collator(batch), copy_(batch)
+        assert all(torch.equal(ours[k], theirs[k]) for k in ours)
+
+
 def test_without_the_option_the_batches_are_the_plain_collators_byte_for_byte():
     tokenizer = cased_tokenizer()
     base = DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100)

@@ -49,7 +49,6 @@ import numpy as np
 
 from vanilla_transformer.cli.options import UsageError
 from vanilla_transformer.extras import check_extra
-from vanilla_transformer.training.corpus_cache import batch_encoder
 
 MODIFIERS = {
     "upper": "both sides upper-cased (per batch)",
@@ -177,12 +176,18 @@ class AugmentingCollator:
         self.probabilities = {name: probabilities.get(name, 0.0) for name in MODIFIERS}
         self.seed, self.epoch = seed, 0
         self.max_source_length, self.max_target_length = max_source_length, max_target_length
-        # one token above each limit: a changed sentence that is longer is seen to be, and the pair kept as it was
-        self.encode_source = batch_encoder(tokenizer, max_source_length + 1)
-        self.encode_target = batch_encoder(tokenizer, max_target_length + 1, target=True)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
+
+    # Tokenized as the training pairs are (truncated, with </s>), one token above each limit: a changed sentence that
+    # is longer is seen to be, and its pair kept as it was. Methods, not closures: the collator goes to DataLoader
+    # workers however they are started.
+    def encode_source(self, texts: list[str]) -> list[list[int]]:
+        return self.tokenizer(texts, max_length=self.max_source_length + 1, truncation=True)["input_ids"]
+
+    def encode_target(self, texts: list[str]) -> list[list[int]]:
+        return self.tokenizer(text_target=texts, max_length=self.max_target_length + 1, truncation=True)["input_ids"]
 
     def draws(self, features: list[dict]) -> BatchDraws:
         """The batch's draws, from (seed, epoch, hash of its token ids): nothing else, so any process at any time

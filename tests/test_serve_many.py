@@ -8,6 +8,7 @@ deterministic: what matters is that each answer is what the library gives for th
 """
 
 import json
+import logging
 import random
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -252,3 +253,30 @@ def test_the_command_serves_a_folder_of_model_folders_and_logs_the_pivot(served_
     finally:
         assert server.stop() == 0, "\n".join(server.log)
     assert any("Pivot: en -> fr through de" in line for line in server.log), "\n".join(server.log)
+
+
+def test_each_request_through_a_pivot_says_so_in_the_log(url, caplog):
+    with caplog.at_level(logging.INFO, logger="vanilla_transformer.serve"):
+        post(url, q=[SENTENCES[0], GERMAN[0]], source="auto", target="fr")
+        post(url, q=SENTENCES[1], source="en", target="de")
+    lines = [record.getMessage() for record in caplog.records if "POST /translate" in record.getMessage()]
+    assert len(lines) == 2 and "pivot=en->fr via de" in lines[0] and "pivot" not in lines[1], lines
+
+
+def test_the_new_routes_need_a_key_and_count_against_the_limit(served_ct2_dir):
+    engine = TranslationEngine(served_ct2_dir)
+    with server_in_thread(engine, ServeSettings(api_keys=frozenset({"k1"}), req_limit=5)) as base:
+        file = {"file": ("a.txt", SENTENCES[0].encode())}
+        assert httpx.post(f"{base}/detect", data={"q": SENTENCES[0]}).json() == {
+            "error": "Missing API key: this server needs an api_key with each request"}
+        assert httpx.post(f"{base}/translate_file", data={"source": "en", "target": "de", "api_key": "k2"},
+                          files=file).json() == {"error": "Invalid API key"}
+        assert httpx.post(f"{base}/detect", data={"q": SENTENCES[0], "api_key": "k1"}).json() == [
+            {"confidence": 100.0, "language": "en"}]  # the one source served
+        link = httpx.post(f"{base}/translate_file", data={"source": "en", "target": "de", "api_key": "k1"},
+                          files=file, timeout=60).json()["translatedFileUrl"]
+        assert httpx.get(link).text == post(base, q=SENTENCES[0], source="en", target="de",
+                                            api_key="k1").json()["translatedText"]
+        refused = httpx.post(f"{base}/detect", data={"q": SENTENCES[0], "api_key": "k1"})
+        assert refused.status_code == 429 and "Retry-After" in refused.headers
+        assert httpx.get(link).status_code == 200  # a download is not a request of the limit

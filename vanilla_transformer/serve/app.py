@@ -193,6 +193,24 @@ def _check_key(fields: dict, settings: ServeSettings) -> None:
             raise ApiError(403, "Invalid API key")
 
 
+async def _uploaded_file(request: Request) -> tuple[str, bytes]:
+    """(file name, bytes) of the `file` field of a multipart form (read by `read_fields` first, so parsed once); an
+    `ApiError` (400) without one, as LibreTranslate answers."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "multipart/form-data":
+        raise ApiError(400, "Invalid request: missing file parameter (send the file as multipart/form-data)")
+    form = await request.form()
+    try:
+        upload = form.get("file")
+        if upload is None or isinstance(upload, str):
+            raise ApiError(400, "Invalid request: missing file parameter")
+        if not upload.filename:
+            raise ApiError(400, "Invalid request: empty file")
+        return upload.filename, await upload.read()
+    finally:
+        await form.close()
+
+
 def _detect_all(detector: LanguageDetector, texts: list[str], among: list[str]) -> list[dict]:
     """The most likely language of each text (LibreTranslate's detectedLanguage objects)."""
     return [detector.detect(text, among)[0] for text in texts]
@@ -245,7 +263,8 @@ class Translator:
         return await asyncio.get_running_loop().run_in_executor(self.pool, _detect_all, self.detector, texts, among)
 
     async def translate(self, request: TranslateRequest):
-        """(translations, alternatives or None, detectedLanguage of each text or None) of `request`."""
+        """(translations, alternatives or None, detectedLanguage of each text or None, the pivots taken, as
+        "en->fr via de") of `request`."""
         if self.batchers is None:
             raise TranslationError(503, "the server is not running its translation engine (starting or stopping)")
         if not request.auto_source:
@@ -267,7 +286,9 @@ class Translator:
                 translations[i] = texts[position]
                 if others is not None:
                     alternatives[i] = others[position]
-        return translations, (alternatives if request.alternatives else None), detected
+        pivots = [f"{source}->{request.target} via {'+'.join(engine.target_lang for engine in chain[:-1])}"
+                  for source, chain in chains.items() if len(chain) > 1]
+        return translations, (alternatives if request.alternatives else None), detected, pivots
 
 
 def add_translation_routes(app: FastAPI, translator: Translator, settings: ServeSettings, limiter) -> None:
@@ -290,7 +311,9 @@ def add_translation_routes(app: FastAPI, translator: Translator, settings: Serve
             checked = check_request(fields, char_limit=settings.char_limit, batch_limit=settings.batch_limit,
                                     alternatives_limit=settings.alternatives_limit)
             request.state.log = _describe_request(checked, settings)
-            translations, alternatives, detected = await translator.translate(checked)
+            translations, alternatives, detected, pivots = await translator.translate(checked)
+            if pivots:
+                request.state.log += f" pivot={','.join(pivots)}"
         except (ApiError, TranslationError) as error:
             return error_response(error.status, error.message, getattr(error, "headers", None))
         answer = {"translatedText": translations if checked.as_list else translations[0]}
@@ -322,20 +345,17 @@ def add_translation_routes(app: FastAPI, translator: Translator, settings: Serve
             limit(request)
             fields = await read_fields(request)
             _check_key(fields, settings)
-            upload = (await request.form()).get("file") if "multipart/form-data" in request.headers.get(
-                "content-type", "") else None
-            if upload is None or isinstance(upload, str):
-                raise ApiError(400, "Invalid request: missing file parameter")
-            if not upload.filename:
-                raise ApiError(400, "Invalid request: empty file")
-            text_format = file_format(upload.filename)
-            text = read_text(await upload.read())
+            filename, data = await _uploaded_file(request)
+            text_format = file_format(filename)
+            text = read_text(data)
             checked = check_request({**fields, "q": text, "format": text_format, "alternatives": 0},
                                     char_limit=settings.char_limit, batch_limit=1)
             request.state.log = _describe_request(checked, settings) + " file"
-            translations, _, _ = await translator.translate(checked)
+            translations, _, _, pivots = await translator.translate(checked)
+            if pivots:
+                request.state.log += f" pivot={','.join(pivots)}"
             name = await asyncio.get_running_loop().run_in_executor(
-                translator.pool, app.state.files.store, upload.filename, translations[0])
+                translator.pool, app.state.files.store, filename, translations[0])
         except (ApiError, TranslationError) as error:
             return error_response(error.status, error.message, getattr(error, "headers", None))
         return {"translatedFileUrl": str(request.url_for("download_file", name=name))}

@@ -280,3 +280,32 @@ def test_the_new_routes_need_a_key_and_count_against_the_limit(served_ct2_dir):
         refused = httpx.post(f"{base}/detect", data={"q": SENTENCES[0], "api_key": "k1"})
         assert refused.status_code == 429 and "Retry-After" in refused.headers
         assert httpx.get(link).status_code == 200  # a download is not a request of the limit
+
+
+@pytest.mark.slow  # worker processes of the command
+def test_with_worker_processes_any_worker_serves_a_file_translated_by_another(served_ct2_dir, served_de_fr_dir):
+    """--workers 2: each upload and each download on a new connection, which the kernel hands to either worker;
+    every download finds its file (the workers keep the files in one folder), with the translation of its text."""
+    import re
+    import time
+
+    from serve_fixtures import free_port
+
+    server = ServerProcess([served_ct2_dir, served_de_fr_dir, "--device", "cpu", "--workers", "2"], timeout=240,
+                           port=free_port())
+    try:
+        deadline = time.monotonic() + 240
+        while len(set(re.findall(r"\[(\d+)\] Application startup complete", "\n".join(server.log)))) < 2:
+            assert time.monotonic() < deadline, "\n".join(server.log)
+            time.sleep(0.1)
+        texts = [f"{sentence}.\n{other}" for sentence, other in zip(SENTENCES[:8], SENTENCES[8:])]
+        links = [httpx.post(f"{server.url}/translate_file", data={"source": "en", "target": "fr"}, timeout=120,
+                            files={"file": (f"{i}.txt", text.encode())}).json()["translatedFileUrl"]
+                 for i, text in enumerate(texts)]
+        downloads = [httpx.get(link, timeout=60) for link in links]
+        expected = [post(server.url, q=text, source="en", target="fr").json()["translatedText"] for text in texts]
+    finally:
+        status = server.stop()
+    assert [download.status_code for download in downloads] == [200] * len(texts)
+    assert [download.text for download in downloads] == expected
+    assert status == 0, "\n".join(server.log)

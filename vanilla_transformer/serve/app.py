@@ -445,7 +445,8 @@ def create_app(engines, settings: ServeSettings | None = None) -> FastAPI:
     described = "; ".join(engine.describe(path=False) for engine in models.engines)
     app = FastAPI(title="vanilla-transformer serve", lifespan=lifespan,
                   description=f"LibreTranslate-compatible translation with {described}")
-    app.state.metrics, app.state.translator, app.state.files = metrics, translator, TranslatedFiles()
+    app.state.metrics, app.state.translator = metrics, translator
+    app.state.files = TranslatedFiles(settings.files_folder)
     add_routes(app, translator, settings, metrics)
 
     @app.exception_handler(HTTPException)

@@ -4,9 +4,10 @@ translation, which GET /download_file/NAME serves.
 A file is read as UTF-8 text (a byte order mark is dropped) and translated as a request's text would be: a .txt
 file as `format=text` (each line on its own, its line breaks and spacing kept), an .html file as `format=html`
 (the text nodes translated, the markup kept byte for byte). The translations live in a folder the server makes for
-itself when it starts and removes when it stops (`TranslatedFiles`), under a name no one can guess (a random
-128-bit hex, then the file's name made safe), for `KEEP_S` seconds, at most `MOST_FILES` at a time (the oldest go
-first): a download link is for the client that asked, soon after it asked.
+itself when it starts and removes when it stops (`TranslatedFiles`; with `--workers`, one folder for all the
+workers), under a name no one can guess (a random 128-bit hex, then the file's name made safe), for `KEEP_S`
+seconds, at most `MOST_FILES` at a time (the oldest go first): a download link is for the client that asked, soon
+after it asked.
 """
 
 import os
@@ -57,21 +58,23 @@ def read_text(data: bytes) -> str:
 
 
 class TranslatedFiles:
-    """The translated files of a running server, in a folder of its own (`open` makes it, `close` removes it)."""
+    """The translated files of a running server, in a folder: its own (`open` makes it, `close` removes it), or
+    `folder`, shared by the worker processes of `--workers` (their supervisor makes and removes it). What is kept is
+    read from the folder itself (each file's modification time), so that any worker serves any worker's file."""
 
-    def __init__(self, keep_s: float = KEEP_S, most_files: int = MOST_FILES):
+    def __init__(self, folder: str | None = None, keep_s: float = KEEP_S, most_files: int = MOST_FILES):
         self.keep_s, self.most_files = keep_s, most_files
+        self.shared = folder
         self.folder: str | None = None
         self._lock = threading.Lock()
-        self._stored: dict[str, float] = {}  # name -> when it was stored, oldest first
 
     def open(self) -> None:
-        self.folder = tempfile.mkdtemp(prefix="vanilla-transformer-files-")
+        self.folder = self.shared if self.shared is not None else tempfile.mkdtemp(prefix="vanilla-transformer-files-")
 
     def close(self) -> None:
-        if self.folder is not None:
+        if self.folder is not None and self.shared is None:
             shutil.rmtree(self.folder, ignore_errors=True)
-            self.folder = None
+        self.folder = None
 
     def store(self, filename: str, text: str) -> str:
         """Write `text` (UTF-8) as a translation of `filename`; returns the name to download it by."""
@@ -82,16 +85,22 @@ class TranslatedFiles:
             f.write(text)
         os.replace(partial, path)  # a download finds the whole file or none
         with self._lock:
-            self._stored[name] = time.monotonic()
             self._expire()
         return name
 
     def _expire(self) -> None:
-        now = time.monotonic()
-        for name, stored in list(self._stored.items()):
-            if now - stored <= self.keep_s and len(self._stored) <= self.most_files:
+        """Remove the files older than `keep_s`, and the oldest beyond `most_files`."""
+        stored = []
+        for entry in os.scandir(self.folder):
+            try:
+                stored.append((entry.stat().st_mtime, entry.name))
+            except OSError:  # removed meanwhile by another worker
+                continue
+        stored.sort()
+        now = time.time()
+        for position, (modified, name) in enumerate(stored):
+            if now - modified <= self.keep_s and len(stored) - position <= self.most_files:
                 break
-            del self._stored[name]
             try:
                 os.remove(os.path.join(self.folder, name))
             except OSError:
@@ -101,11 +110,12 @@ class TranslatedFiles:
         """The file stored as `name`, or None (an unknown, expired or malformed name)."""
         if not STORED_NAME.fullmatch(name) or self.folder is None:
             return None
-        with self._lock:
-            self._expire()
-            if name not in self._stored:
-                return None
-        return os.path.join(self.folder, name)
+        path = os.path.join(self.folder, name)
+        try:
+            modified = os.stat(path).st_mtime
+        except OSError:
+            return None
+        return path if time.time() - modified <= self.keep_s else None
 
     @staticmethod
     def download_name(name: str) -> str:

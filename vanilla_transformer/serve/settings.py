@@ -18,7 +18,8 @@ class ServeSettings:
     cors: answer browsers of any origin (CORS headers). log_texts: log the texts of each request, not only sizes.
     alternatives_limit: most `alternatives` a /translate request may ask for (LibreTranslate's
     `--alternatives-limit`). frontend_timeout_ms: how long LibreTranslate's web page waits after a keystroke before
-    it translates (`frontendTimeout` of /frontend/settings).
+    it translates (`frontendTimeout` of /frontend/settings). files_folder: where translated files are kept for
+    download (None: a folder of the server's own; the worker processes of `--workers` share one).
     """
 
     char_limit: int = 5000
@@ -34,3 +35,4 @@ class ServeSettings:
     log_texts: bool = False
     alternatives_limit: int = 3
     frontend_timeout_ms: int = 500
+    files_folder: str | None = None

@@ -103,3 +103,16 @@ def test_a_file_replaced_after_the_folder_was_written_is_named_in_a_warning(serv
     assert len(warnings) == 2, warnings  # one from serve's engine, one from translate
     for warning in warnings:
         assert warning.startswith(f"{folder / replaced} is not the file this folder was written with"), warning
+
+
+def test_decoding_settings_edited_in_generation_config_are_no_warning(served_model_dir, tmp_path, caplog):
+    """generation_config.json is there to be edited (docs/train.md): a folder with a manifest, its beam changed."""
+    folder = tmp_path / "model"
+    shutil.copytree(served_model_dir, folder)
+    write_manifest(folder)
+    settings = json.loads((folder / "generation_config.json").read_text(encoding="utf-8"))
+    settings["num_beams"] = 3
+    (folder / "generation_config.json").write_text(json.dumps(settings), encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="vanilla_transformer.checkpoints"):
+        TranslationEngine(folder, device="cpu")
+    assert not caplog.records

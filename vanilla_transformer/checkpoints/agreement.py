@@ -9,8 +9,8 @@ would mean other tokens). Each would translate into empty or wrong text without 
 Warned about, one log line naming the file: a folder whose manifest (what the command that wrote it recorded,
 `files.manifest`) gives another SHA-256 for a file the model is read from (weights, configuration, tokenizer,
 vocabularies) than the file has now: it was replaced or changed after the folder was written. That may be on
-purpose (a beam size edited in generation_config.json), so it is loaded; the line says which file to look at when
-the translations are not what they were.
+purpose, so it is loaded; the line says which file to look at when the translations are not what they were.
+generation_config.json is not checked: its decoding settings are there to be edited (docs/train.md).
 """
 
 import fnmatch
@@ -23,7 +23,7 @@ from vanilla_transformer.files.manifest import MANIFEST_NAME, read_manifest
 
 logger = logging.getLogger("vanilla_transformer.checkpoints")
 # the files a model and its tokenizer are read from: those the manifest check looks at
-MODEL_FILES = ("config.json", "generation_config.json", "*.safetensors", "*.safetensors.index.json", "*.bin",
+MODEL_FILES = ("config.json", "*.safetensors", "*.safetensors.index.json", "*.bin",
                "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
                "vocab.json", "merges.txt", "*.model", "*.spm", "*_vocabulary.json", "*_vocabulary.txt")
 

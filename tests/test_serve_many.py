@@ -143,20 +143,27 @@ def test_alternatives_are_the_library_s_n_best(url, oracles):
     assert html["alternatives"] == []  # none for html, as LibreTranslate answers
     through = post(url, q=SENTENCES[8], source="en", target="fr", alternatives=2).json()  # of the last model
     german = alone(oracles["en", "de"], SENTENCES[8])
-    assert through["translatedText"] == translate_hypotheses(*oracles["de", "fr"], [german], 3)[0][0]
+    best, *others = translate_hypotheses(*oracles["de", "fr"], [german], 3)[0]
+    assert through["translatedText"] == best
+    assert through["alternatives"] == list(dict.fromkeys(text for text in others if text != best))
 
 
-def test_requests_with_and_without_alternatives_at_once_get_their_own_answers(url, oracles):
-    """Plain requests and n-best requests batched by one engine at the same time: each gets its own answer."""
-    model, tokenizer = oracles["en", "de"]
-    jobs = [(sentence, k % 3) for k, sentence in enumerate(SENTENCES)]
+@pytest.mark.parametrize("pair", [("en", "de"), ("de", "fr")], ids=["ctranslate2", "pytorch"])
+def test_requests_with_and_without_alternatives_at_once_get_their_own_answers(url, oracles, pair):
+    """Plain requests and n-best requests batched by one engine at the same time: each gets what the library gives
+    its sentence alone."""
+    model, tokenizer = oracles[pair]
+    jobs = [(sentence, k % 3) for k, sentence in enumerate(SENTENCES if pair[0] == "en" else GERMAN * 2)]
     with ThreadPoolExecutor(8) as pool:
-        answers = list(pool.map(lambda job: post(url, q=job[0], source="en", target="de", alternatives=job[1]).json(),
-                                jobs))
+        answers = list(pool.map(lambda job: post(url, q=job[0], source=pair[0], target=pair[1],
+                                                 alternatives=job[1]).json(), jobs))
     for (sentence, count), answer in zip(jobs, answers):
-        expected = alone(oracles["en", "de"], sentence) if count == 0 else \
-            translate_hypotheses(model, tokenizer, [sentence], count + 1)[0][0]
-        assert answer["translatedText"] == expected
+        if count == 0:
+            assert answer["translatedText"] == alone(oracles[pair], sentence)
+        else:
+            best, *others = translate_hypotheses(model, tokenizer, [sentence], count + 1)[0]
+            assert answer["translatedText"] == best
+            assert answer["alternatives"] == list(dict.fromkeys(text for text in others if text != best))
 
 
 BAD = [

@@ -32,7 +32,8 @@ def file_format(filename: str) -> str:
     """"text" or "html" for a file name of `FORMATS`; an `ApiError` (400) for any other."""
     extension = os.path.splitext(filename)[1].lower()
     if extension not in FORMATS:
-        raise ApiError(400, f"Invalid request: file format not supported ({extension or 'no extension'}; this server "
+        shown = extension if extension.isascii() and extension.isprintable() and len(extension) <= 20 else "its"
+        raise ApiError(400, f"Invalid request: file format not supported ({shown or 'no'} extension; this server "
                             f"translates {', '.join(sorted(set(FORMATS) - {'.htm'}))} files)")
     return FORMATS[extension]
 

@@ -119,6 +119,34 @@ def translate_chunks(
         index += 1
 
 
+def translate_hypotheses(model, tokenizer, texts: list[str], count: int, *, max_length_a: float = MAX_LENGTH_A,
+                         max_length_b: float = MAX_LENGTH_B, **generate_kwargs) -> list[list[str]]:
+    """The `count` best translations of each of `texts` (one batch), best first: beam search at least `count`
+    wide (the model's own beam when wider) returns each text's `count` best hypotheses; bounded by the source's
+    length as `translate` bounds its one translation. A blank text gives `count` empty ones. Fewer distinct
+    hypotheses than `count` can come back the same text twice."""
+    if count < 1:
+        raise ValueError(f"count must be at least 1, got {count}")
+    beams = max(count, generate_kwargs.pop("num_beams", None) or model.generation_config.num_beams or 1)
+    generate_kwargs = {**generate_kwargs, "num_beams": beams, "num_return_sequences": count, "do_sample": False}
+    check_generation_parameters(model.generation_config, generate_kwargs)
+    results = [[""] * count for _ in texts]
+    todo = [i for i, text in enumerate(texts) if text.strip()]
+    if not todo:
+        return results
+    input_ids = tokenizer([texts[i] for i in todo])["input_ids"]
+    inputs = tokenizer.pad({"input_ids": input_ids}, return_tensors="pt")
+    inputs = {name: inputs[name].to(model.device) for name in ("input_ids", "attention_mask")}
+    bounded = not {"max_new_tokens", "max_length"} & {k for k, v in generate_kwargs.items() if v is not None}
+    length_kwargs = length_bound(model, [len(ids) for ids in input_ids], max_length_a, max_length_b) if bounded else {}
+    with torch.inference_mode():
+        output_ids = model.generate(**inputs, **generate_kwargs, **length_kwargs)
+    decoded = [" ".join(text.splitlines()) for text in tokenizer.batch_decode(output_ids, skip_special_tokens=True)]
+    for row, i in enumerate(todo):
+        results[i] = decoded[row * count:(row + 1) * count]
+    return results
+
+
 def progress_bar(total: int | None, *, initial: int = 0, show: bool = True) -> tqdm:
     """The bar of sentences translated on stderr: sentences/s, and the time left when `total` is known."""
     return tqdm(total=total, initial=initial, disable=not show, unit="sent", desc="Translating", file=sys.stderr,
@@ -173,4 +201,4 @@ def length_bound(model, source_lengths: list[int], a: float = MAX_LENGTH_A, b: f
 
 
 __all__ = ["CHUNK_SIZE", "ENGINES", "length_bound", "load_model", "load_model_and_tokenizer", "manual_seed",
-           "progress_bar", "translate", "translate_chunks"]
+           "progress_bar", "translate", "translate_chunks", "translate_hypotheses"]

@@ -29,6 +29,9 @@ TOKENIZER_FINGERPRINT = "tokenizer_fingerprint.json"
 # The key of config.json under which the export records how many positions its encoding tables hold: the longest
 # input (and output) in tokens the folder can translate. CTranslate2 itself ignores the key.
 MAX_POSITIONS = "max_positions"
+# The key of config.json under which the export records the checkpoint's [source, target] language codes (from its
+# model card), where the server finds the language pair of a CTranslate2 folder. CTranslate2 ignores it too.
+LANGUAGES = "languages"
 EXPORT_AGAIN = "export it again with: vanilla-transformer export ctranslate2 CHECKPOINT OUT --overwrite"
 
 
@@ -52,6 +55,17 @@ def recorded_max_positions(folder: str | os.PathLike) -> int | None:
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
         return None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def recorded_languages(folder: str | os.PathLike) -> tuple[str, str] | None:
+    """The (source, target) codes the export recorded in config.json (`LANGUAGES`), or None where it did not."""
+    try:
+        value = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get(LANGUAGES)
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(code, str) for code in value):
+        return value[0], value[1]
+    return None
 
 
 def check_tokenizer_fingerprint(folder: str | os.PathLike) -> None:
@@ -206,19 +220,23 @@ class CTranslate2Translator:
 
     def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                  **kwargs) -> list[list[int]]:
-        """Translate a padded batch of source ids; returns the generated target ids of each row (no start token).
+        """Translate a padded batch of source ids; returns the generated target ids of each row (no start token), or
+        with `num_return_sequences=n` the n best of each row's beam, row after row, as generate returns them.
 
         `logits_processor=[SourceLengthBound(bounds, ...)]` bounds each row as it bounds generate's: CTranslate2's one
         maximum length per batch is the longest row's, and each row's result is cut to its own bound (the </s> that
         generate forces as its last token is no token of the result here)."""
         limits = self._row_limits(kwargs.pop("logits_processor", None))
+        hypotheses = int(kwargs.pop("num_return_sequences", None) or 1)
         options = self.translate_options(**kwargs)
+        if hypotheses > 1:  # as generate: each row's best `hypotheses` of its beam, one after the other
+            options["num_hypotheses"] = hypotheses
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         rows = [[self.source_tokens[i] for i, keep in zip(ids, mask) if keep]
                 for ids, mask in zip(input_ids.tolist(), attention_mask.tolist())]
         if limits is None:
-            return self._translate(rows, options)
+            return [ids for row in self._translate(rows, options) for ids in row]
         # one call per bound under beam search (a longer allowance may change which hypothesis wins); one call,
         # each row cut to its bound, for greedy search and sampling, which pick each row's tokens alone
         groups = {}
@@ -228,16 +246,19 @@ class CTranslate2Translator:
         for indices in groups.values():
             longest = max(limits[i] for i in indices)
             group_options = {**options, "max_decoding_length": max(1, min(options["max_decoding_length"], longest))}
-            for i, ids in zip(indices, self._translate([rows[i] for i in indices], group_options)):
-                outputs[i] = ids[: limits[i]]
-        return outputs
+            for i, row in zip(indices, self._translate([rows[i] for i in indices], group_options)):
+                outputs[i] = [ids[: limits[i]] for ids in row]
+        return [ids for row in outputs for ids in row]
 
-    def _translate(self, rows: list[list[str]], options: dict) -> list[list[int]]:
+    def _translate(self, rows: list[list[str]], options: dict) -> list[list[list[int]]]:
+        """The target ids of each hypothesis asked for (`num_hypotheses`, default 1) of each row."""
         try:
             results = self.translator.translate_batch(rows, max_input_length=0, **options)
         except RuntimeError as error:  # e.g. "No position encodings are defined for positions >= 1024, ..."
             raise ValueError(f"CTranslate2 cannot translate this batch: {error}") from None
-        return [[self.target_ids[token] for token in result.hypotheses[0]] for result in results]
+        count = options.get("num_hypotheses", 1)
+        return [[[self.target_ids[token] for token in hypothesis] for hypothesis in result.hypotheses[:count]]
+                for result in results]
 
     @staticmethod
     def _row_limits(processors) -> list[int] | None:
@@ -253,5 +274,6 @@ class CTranslate2Translator:
         return limits
 
 
-__all__ = ["MAX_POSITIONS", "TOKENIZER_FINGERPRINT", "CTranslate2Translator", "check_tokenizer_fingerprint",
-           "import_ctranslate2", "recorded_max_positions", "write_tokenizer_fingerprint"]
+__all__ = ["LANGUAGES", "MAX_POSITIONS", "TOKENIZER_FINGERPRINT", "CTranslate2Translator",
+           "check_tokenizer_fingerprint", "import_ctranslate2", "recorded_languages", "recorded_max_positions",
+           "write_tokenizer_fingerprint"]

@@ -832,11 +832,14 @@ class SourceLengthBound(LogitsProcessor):
         self.bounds = torch.as_tensor(list(bounds), dtype=torch.long)  # (batch,)
         self.eos_token_id = eos_token_id
         self.prompt_length = prompt_length
+        self.shortest = int(self.bounds.min()) if len(self.bounds) else 1
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if self.prompt_length is None:
             self.prompt_length = input_ids.shape[1]
         generated = input_ids.shape[1] - self.prompt_length  # tokens so far, the same in every row
+        if generated < self.shortest - 1:
+            return scores  # no row's last token yet (and no tensor work, nor a wait for the device, per step)
         bounds = self.bounds.to(scores.device).repeat_interleave(scores.shape[0] // len(self.bounds))  # (rows,)
         last = generated >= bounds - 1  # (rows,): the next token is the row's last
         if last.any():

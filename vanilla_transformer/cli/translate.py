@@ -166,7 +166,6 @@ def _translate_options(args: argparse.Namespace) -> dict:
                                                            "max_length_b") if getattr(args, name) is not None})
     if args.max_new_tokens is not None:
         options["max_length_a"] = None  # one length for all: the source's length bounds nothing
-
     if args.sampling_topk is not None or args.sampling_temperature is not None:
         options.update(do_sample=True, num_beams=1, top_k=args.sampling_topk or 0,
                        temperature=args.sampling_temperature or 1.0)

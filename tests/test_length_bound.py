@@ -12,6 +12,7 @@ translations of `translate`, CTranslate2 and the server; a fresh interpreter wit
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,9 +23,13 @@ from transformers import AutoModelForSeq2SeqLM, GenerationConfig, GenerationMixi
 
 from helpers import HIDE_PACKAGE, random_batch
 from translation_fixtures import GERMAN, tiny_tokenizer, tiny_translator
+from vanilla_transformer import save_for_hub
 from vanilla_transformer.modeling_vanilla_transformer import MAX_LENGTH_A, MAX_LENGTH_B
+from vanilla_transformer.serve.engine import TranslationEngine
+from vanilla_transformer.serve.settings import ServeSettings
+from vanilla_transformer.translate import load_model_and_tokenizer, translate
 
-MAX_LENGTH = 120  # the generation config's maximum: where a runaway output stops without the bound
+MAX_LENGTH = 80  # the generation config's maximum: where a runaway output stops without the bound
 # sentences of different lengths; the upper-cased one is many more tokens than its words
 TEXTS = [GERMAN[4], GERMAN[1], "ZWEI HUNDE SPIELEN IM SCHNEE.", GERMAN[5], "Ja."]
 DECODINGS = {"greedy": dict(num_beams=1), "sampling": dict(do_sample=True, top_k=0, num_beams=1),
@@ -298,8 +303,6 @@ def cut_alone(model, tokenizer, texts, a: float = MAX_LENGTH_A, b: float = MAX_L
 def served_folders(model, tokenizer, tmp_path_factory):
     """The runaway translator saved for serving (greedy, with a model card saying de -> en), and its CTranslate2
     export (None without CTranslate2)."""
-    from vanilla_transformer import save_for_hub
-
     folder = tmp_path_factory.mktemp("runaway")
     greedy = runaway_translator()
     greedy.generation_config.update(num_beams=1, early_stopping=False, length_penalty=1.0)
@@ -317,10 +320,6 @@ def served_folders(model, tokenizer, tmp_path_factory):
 @pytest.mark.parametrize("engine", ["pytorch", "ctranslate2"])
 def test_translate_bounds_both_engines_by_the_folders_generation_config(engine, served_folders, model, tokenizer,
                                                                        tmp_path):
-    import shutil
-
-    from vanilla_transformer.translate import load_model_and_tokenizer, translate
-
     if engine not in served_folders:
         pytest.skip("CTranslate2 is not installed")
     loaded, loaded_tokenizer = load_model_and_tokenizer(served_folders[engine], "cpu")
@@ -339,9 +338,7 @@ def test_translate_bounds_both_engines_by_the_folders_generation_config(engine, 
 
 @pytest.mark.parametrize("engine", ["pytorch", "ctranslate2"])
 def test_the_server_answers_with_bounded_translations(engine, served_folders, model, tokenizer):
-    from serve_fixtures import post, server_in_thread
-    from vanilla_transformer.serve.engine import TranslationEngine
-    from vanilla_transformer.serve.settings import ServeSettings
+    from serve_fixtures import post, server_in_thread  # a module that skips where num2words is not installed
 
     if engine not in served_folders:
         pytest.skip("CTranslate2 is not installed")

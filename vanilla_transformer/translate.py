@@ -5,9 +5,10 @@
     translate(model, tokenizer, ["Two dogs play in the snow."], num_beams=4)
 
 Decoding follows the model's `generation_config` (the paper's beam 4, length penalty 0.6) unless the keyword
-arguments say otherwise, and each translation is bounded by its source's length: at most `max_length_a * n +
-max_length_b` tokens for a source of n tokens (`modeling_vanilla_transformer.max_target_lengths`, fairseq's
-`--max-len-a` / `--max-len-b`), unless `max_new_tokens` or `max_length` fixes the length instead. `translate_chunks`
+arguments say otherwise, and each translation is bounded by its source's length as the model's `generate` bounds it:
+at most `max_length_a * n + max_length_b` tokens for a source of n tokens (fairseq's `--max-len-a` / `--max-len-b`;
+the folder's generation config, or the keywords, set them; `max_length_a=None` turns the bound off). A
+`CTranslate2Translator`'s `generate` applies the same bound from its folder's generation config. `translate_chunks`
 translates an iterable of lines chunk by chunk (a corpus of millions of lines in flat memory); each chunk is sorted by
 length into batches and comes back in its own order. Folders are opened by `checkpoints.load.load_checkpoint`; the
 command is `cli/translate.py`.
@@ -19,16 +20,10 @@ from itertools import islice
 
 import torch
 from tqdm.auto import tqdm
-from transformers import LogitsProcessorList
 
 from vanilla_transformer.checkpoints.load import ENGINES, load_checkpoint
 from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator, import_ctranslate2
-from vanilla_transformer.modeling_vanilla_transformer import (
-    MAX_LENGTH_A,
-    MAX_LENGTH_B,
-    SourceLengthBound,
-    max_target_lengths,
-)
+from vanilla_transformer.modeling_vanilla_transformer import LENGTH_BOUND, length_bound_setting
 from vanilla_transformer.pipeline_translation import check_generation_parameters
 
 TRANSLATION_KINDS = ("seq2seq", "ctranslate2")
@@ -58,17 +53,15 @@ def translate(
     *,
     batch_size: int = 32,
     progress: bool = False,
-    max_length_a: float = MAX_LENGTH_A,
-    max_length_b: float = MAX_LENGTH_B,
     **generate_kwargs,
 ) -> list[str]:
     """Translate `texts` in batches of `batch_size` sentences; returns one single-line string per input text.
 
     Sentences are batched by token length (less padding) and returned in their original order. A blank text gives
-    an empty translation without running the model. Each translation takes at most `max_length_a * n +
-    max_length_b` tokens for a source of n tokens (its </s> included), within the generation config's maximum,
-    unless `generate_kwargs` fix `max_new_tokens` or `max_length`. `generate_kwargs` go to `model.generate`
-    (num_beams, max_new_tokens, length_penalty, do_sample, top_k, temperature, ...). `progress=True` shows a tqdm bar
+    an empty translation without running the model. `generate_kwargs` go to `model.generate` (num_beams,
+    max_new_tokens, length_penalty, do_sample, top_k, temperature, max_length_a, max_length_b, ...): each
+    translation takes at most `max_length_a * n + max_length_b` tokens for a source of n tokens (its </s>
+    included), and at most `max_new_tokens` or the generation config's maximum. `progress=True` shows a tqdm bar
     on stderr. `model` is our model or an `ctranslate2_runtime.CTranslate2Translator` (see
     `load_model_and_tokenizer`).
     """
@@ -76,8 +69,7 @@ def translate(
     translations = []
     with progress_bar(len(texts), show=progress) as bar:
         for chunk in translate_chunks(model, tokenizer, texts, chunk_size=max(len(texts), 1), batch_size=batch_size,
-                                      max_length_a=max_length_a, max_length_b=max_length_b, bar=bar,
-                                      **generate_kwargs):
+                                      bar=bar, **generate_kwargs):
             translations.extend(chunk)
     return translations
 
@@ -89,8 +81,6 @@ def translate_chunks(
     *,
     chunk_size: int = CHUNK_SIZE,
     batch_size: int = 32,
-    max_length_a: float = MAX_LENGTH_A,
-    max_length_b: float = MAX_LENGTH_B,
     seed: int | None = None,
     first_chunk: int = 0,
     bar: tqdm | None = None,
@@ -107,24 +97,22 @@ def translate_chunks(
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     check_generation_parameters(model.generation_config, generate_kwargs)
-    bounded = not {"max_new_tokens", "max_length"} & {k for k, v in generate_kwargs.items() if v is not None}
-    max_target_lengths([], max_length_a, max_length_b)  # checks them
+    length_bound_setting({name: generate_kwargs[name] for name in LENGTH_BOUND if name in generate_kwargs},
+                         model.generation_config)  # a value that cannot work fails before the first chunk
     lines = iter(lines)
     index = first_chunk
     while chunk := list(islice(lines, chunk_size)):
         if seed is not None:
             manual_seed(model, seed + index)
-        bound = (max_length_a, max_length_b) if bounded else None
-        yield _translate_chunk(model, tokenizer, chunk, batch_size, bound, generate_kwargs, bar)
+        yield _translate_chunk(model, tokenizer, chunk, batch_size, generate_kwargs, bar)
         index += 1
 
 
-def translate_hypotheses(model, tokenizer, texts: list[str], count: int, *, max_length_a: float = MAX_LENGTH_A,
-                         max_length_b: float = MAX_LENGTH_B, **generate_kwargs) -> list[list[str]]:
+def translate_hypotheses(model, tokenizer, texts: list[str], count: int, **generate_kwargs) -> list[list[str]]:
     """The `count` best translations of each of `texts` (one batch), best first: beam search at least `count`
-    wide (the model's own beam when wider) returns each text's `count` best hypotheses; bounded by the source's
-    length as `translate` bounds its one translation. A blank text gives `count` empty ones. Fewer distinct
-    hypotheses than `count` can come back the same text twice."""
+    wide (the model's own beam when wider) returns each text's `count` best hypotheses, each bounded by its source's
+    length by the model's `generate` as `translate`'s one translation is. A blank text gives `count` empty ones.
+    Fewer distinct hypotheses than `count` can come back the same text twice."""
     if count < 1:
         raise ValueError(f"count must be at least 1, got {count}")
     beams = max(count, generate_kwargs.pop("num_beams", None) or model.generation_config.num_beams or 1)
@@ -137,10 +125,8 @@ def translate_hypotheses(model, tokenizer, texts: list[str], count: int, *, max_
     input_ids = tokenizer([texts[i] for i in todo])["input_ids"]
     inputs = tokenizer.pad({"input_ids": input_ids}, return_tensors="pt")
     inputs = {name: inputs[name].to(model.device) for name in ("input_ids", "attention_mask")}
-    bounded = not {"max_new_tokens", "max_length"} & {k for k, v in generate_kwargs.items() if v is not None}
-    length_kwargs = length_bound(model, [len(ids) for ids in input_ids], max_length_a, max_length_b) if bounded else {}
     with torch.inference_mode():
-        output_ids = model.generate(**inputs, **generate_kwargs, **length_kwargs)
+        output_ids = model.generate(**inputs, **generate_kwargs)
     decoded = [" ".join(text.splitlines()) for text in tokenizer.batch_decode(output_ids, skip_special_tokens=True)]
     for row, i in enumerate(todo):
         results[i] = decoded[row * count:(row + 1) * count]
@@ -161,8 +147,8 @@ def manual_seed(model, seed: int) -> None:
         torch.manual_seed(seed)
 
 
-def _translate_chunk(model, tokenizer, texts: list[str], batch_size: int, bound: tuple[float, float] | None,
-                     generate_kwargs: dict, bar: tqdm | None) -> list[str]:
+def _translate_chunk(model, tokenizer, texts: list[str], batch_size: int, generate_kwargs: dict,
+                     bar: tqdm | None) -> list[str]:
     """One chunk: its non-blank texts sorted by token length into batches, translated, and put back in order."""
     translations = [""] * len(texts)
     todo = [i for i, text in enumerate(texts) if text.strip()]
@@ -175,9 +161,8 @@ def _translate_chunk(model, tokenizer, texts: list[str], batch_size: int, bound:
         batch = todo[start : start + batch_size]
         inputs = tokenizer.pad({"input_ids": [ids_of[i] for i in batch]}, return_tensors="pt")
         inputs = {name: inputs[name].to(model.device) for name in ("input_ids", "attention_mask")}
-        length_kwargs = {} if bound is None else length_bound(model, [len(ids_of[i]) for i in batch], *bound)
         with torch.inference_mode():
-            output_ids = model.generate(**inputs, **generate_kwargs, **length_kwargs)
+            output_ids = model.generate(**inputs, **generate_kwargs)
         for i, text in zip(batch, tokenizer.batch_decode(output_ids, skip_special_tokens=True)):
             translations[i] = " ".join(text.splitlines())  # one line out per line in
         if bar is not None:
@@ -185,20 +170,5 @@ def _translate_chunk(model, tokenizer, texts: list[str], batch_size: int, bound:
     return translations
 
 
-def length_bound(model, source_lengths: list[int], a: float = MAX_LENGTH_A, b: float = MAX_LENGTH_B) -> dict:
-    """The `generate` keywords that bound each row of a batch to `max_target_lengths(source_lengths, a, b)` tokens
-    within the generation config's own maximum: `max_new_tokens` (the longest row's) and a `SourceLengthBound`
-    `logits_processor` that ends each row at its own bound, so that a sentence gets the same translation in any
-    batch. Our model's and `CTranslate2Translator`'s `generate` take them."""
-    config = model.generation_config
-    limit = config.max_new_tokens or (config.max_length or 20) - 1  # the decoder start token counts in max_length
-    # a row whose bound is past the configuration's maximum is left to it: cut there as generate cuts every output
-    bounds = [min(bound, limit + 1) for bound in max_target_lengths(source_lengths, a, b)]
-    eos = config.eos_token_id
-    eos = eos[0] if isinstance(eos, list) else eos
-    return {"max_new_tokens": min(max(bounds), limit),
-            "logits_processor": LogitsProcessorList([SourceLengthBound(bounds, eos)])}
-
-
-__all__ = ["CHUNK_SIZE", "ENGINES", "length_bound", "load_model", "load_model_and_tokenizer", "manual_seed",
+__all__ = ["CHUNK_SIZE", "ENGINES", "load_model", "load_model_and_tokenizer", "manual_seed",
            "progress_bar", "translate", "translate_chunks", "translate_hypotheses"]

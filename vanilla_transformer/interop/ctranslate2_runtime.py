@@ -20,7 +20,13 @@ from vanilla_transformer.checkpoints.kinds import CheckpointError, is_ctranslate
 from vanilla_transformer.extras import import_extra
 from vanilla_transformer.files.errors import one_line
 from vanilla_transformer.files.hashing import sha256_of_file
-from vanilla_transformer.modeling_vanilla_transformer import SourceLengthBound
+from vanilla_transformer.modeling_vanilla_transformer import (
+    LENGTH_BOUND,
+    SourceLengthBound,
+    length_bound_setting,
+    max_target_lengths,
+    source_token_counts,
+)
 
 VOCABULARY_FILES = ("shared_vocabulary.json", "source_vocabulary.json", "target_vocabulary.json")
 # Written by the export beside the tokenizer files: {"sha256": {file name: SHA-256 of its bytes}} of the tokenizer
@@ -112,7 +118,7 @@ class CTranslate2Translator:
     # generate's sampling keywords, applied when do_sample=True (CTranslate2's sampling_topk, sampling_temperature)
     SAMPLING = ("do_sample", "top_k", "temperature")
     # generation_config.json settings applied here (early_stopping=True is how CTranslate2's beam search stops)
-    APPLIED_SETTINGS = {*OPTIONS, "max_length", "max_new_tokens", "bad_words_ids", "eos_token_id",
+    APPLIED_SETTINGS = {*OPTIONS, *LENGTH_BOUND, "max_length", "max_new_tokens", "bad_words_ids", "eos_token_id",
                         "forced_eos_token_id", "early_stopping", "bos_token_id", "pad_token_id",
                         "decoder_start_token_id", "use_cache",
                         "output_attentions", "output_hidden_states", "transformers_version", "_from_model_config"}
@@ -193,7 +199,7 @@ class CTranslate2Translator:
         unknown = sorted(set(kwargs) - set(taken))
         if unknown:
             raise ValueError(f"The CTranslate2 engine does not take {', '.join(unknown)}; it takes "
-                             f"{', '.join(taken)}, and logits_processor=[SourceLengthBound(...)].")
+                             f"{', '.join([*taken, *LENGTH_BOUND])}, and logits_processor=[SourceLengthBound(...)].")
         sampling = {name: kwargs.pop(name) for name in self.SAMPLING if name in kwargs}
         config = self.generation_config
         settings = {name: getattr(config, name, None) for name in
@@ -223,16 +229,23 @@ class CTranslate2Translator:
         """Translate a padded batch of source ids; returns the generated target ids of each row (no start token), or
         with `num_return_sequences=n` the n best of each row's beam, row after row, as generate returns them.
 
-        `logits_processor=[SourceLengthBound(bounds, ...)]` bounds each row as it bounds generate's: CTranslate2's one
-        maximum length per batch is the longest row's, and each row's result is cut to its own bound (the </s> that
-        generate forces as its last token is no token of the result here)."""
-        limits = self._row_limits(kwargs.pop("logits_processor", None))
+        Each row is bounded by its source's length as our model's `generate` bounds it: at most
+        `int(max_length_a * n + max_length_b)` tokens, </s> included, for a source of n tokens, the settings taken
+        from the keywords, else the folder's generation config, else the model's defaults (None turns the bound off);
+        `logits_processor=[SourceLengthBound(bounds, ...)]` bounds the rows too. CTranslate2's one maximum length per
+        batch is the longest row's, and each row's result is cut to its own bound (the </s> that generate forces as
+        its last token is no token of the result here)."""
+        bound = length_bound_setting({name: kwargs.pop(name) for name in LENGTH_BOUND if name in kwargs},
+                                     self.generation_config)
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        bounds = [] if bound is None else [max_target_lengths(
+            source_token_counts(input_ids, attention_mask, None, *input_ids.shape), *bound)]
+        limits = self._row_limits(kwargs.pop("logits_processor", None), bounds)
         hypotheses = int(kwargs.pop("num_return_sequences", None) or 1)
         options = self.translate_options(**kwargs)
         if hypotheses > 1:  # as generate: each row's best `hypotheses` of its beam, one after the other
             options["num_hypotheses"] = hypotheses
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
         rows = [[self.source_tokens[i] for i, keep in zip(ids, mask) if keep]
                 for ids, mask in zip(input_ids.tolist(), attention_mask.tolist())]
         if limits is None:
@@ -261,17 +274,15 @@ class CTranslate2Translator:
                 for result in results]
 
     @staticmethod
-    def _row_limits(processors) -> list[int] | None:
-        """The most tokens each row's result may have, from a `SourceLengthBound` (its bound less the </s>)."""
-        if not processors:
-            return None
-        if not all(isinstance(processor, SourceLengthBound) for processor in processors):
+    def _row_limits(processors, bounds: list[list[int]]) -> list[int] | None:
+        """The most tokens each row's result may have (its bound less the </s>), from the `bounds` lists and the
+        `SourceLengthBound`s among `processors`, the smallest of each row's; None when nothing bounds the rows."""
+        if processors and not all(isinstance(processor, SourceLengthBound) for processor in processors):
             raise ValueError("The CTranslate2 engine takes no logits_processor but a SourceLengthBound.")
-        limits = None
-        for processor in processors:
-            rows = [int(bound) - 1 for bound in processor.bounds.tolist()]
-            limits = rows if limits is None else [min(a, b) for a, b in zip(limits, rows)]
-        return limits
+        every = [*bounds, *(processor.bounds.tolist() for processor in processors or [])]
+        if not every:
+            return None
+        return [min(int(row[i]) for row in every) - 1 for i in range(len(every[0]))]
 
 
 __all__ = ["LANGUAGES", "MAX_POSITIONS", "TOKENIZER_FINGERPRINT", "CTranslate2Translator",

@@ -460,8 +460,13 @@ def _size(count: int) -> str:
     return f"{count / 1e6:.1f} MB" if count >= 1e5 else f"{count / 1e3:.0f} kB"
 
 
-def _ratio(student, teacher) -> str:
-    return f"{student / teacher:.2f}x" if isinstance(student, (int, float)) and teacher else ""
+def _compared(label: str, teacher, student) -> str:
+    """Scores as a difference in points, counts and speeds as a ratio."""
+    if not (isinstance(student, (int, float)) and isinstance(teacher, (int, float))):
+        return ""
+    if label.startswith(("BLEU", "chrF")):
+        return f"{student - teacher:+.2f}"
+    return f"{student / teacher:.2f}x" if teacher else ""
 
 
 def markdown(report: dict) -> str:
@@ -490,10 +495,10 @@ def markdown(report: dict) -> str:
              f"Both translated by CTranslate2 ({report['batch_size']} sentences a batch, "
              + (f"beam {report['num_beams']}" if report["num_beams"] else "each model's own beam search") + "); "
              f"speed on the {report['timed_split']} file; BLEU {models[STUDENT]['int8']['scores'][report['timed_split']]['bleu_signature']}.",
-             "", "| | teacher | student | student / teacher |", "| --- | ---: | ---: | ---: |"]
+             "", "| | teacher | student | student vs teacher |", "| --- | ---: | ---: | ---: |"]
     for label, ours, theirs, show in rows:
         cells = [show(v) if v is not None else "unknown" for v in (ours, theirs)]
-        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {_ratio(theirs, ours)} |")
+        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {_compared(label, ours, theirs)} |")
     return "\n".join(lines) + "\n"
 
 

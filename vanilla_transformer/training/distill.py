@@ -30,6 +30,7 @@ import re
 import time
 from dataclasses import asdict, dataclass, field, replace
 
+from huggingface_hub import ModelCard
 from transformers.trainer_utils import get_last_checkpoint
 
 from vanilla_transformer.checkpoints.kinds import check_folder_kind
@@ -138,8 +139,6 @@ def student_options(d: Distillation, *, resume: bool = False) -> list[str]:
 def teacher_languages(teacher: str) -> tuple[str, str] | None:
     """(source, target) as the teacher's model card (README.md, written by the recipe and by `save_for_hub`)
     records them in its `language` list, or None where the folder records none (a CTranslate2 export has no card)."""
-    from huggingface_hub import ModelCard
-
     card = os.path.join(teacher, "README.md")
     if not os.path.isfile(card):
         return None

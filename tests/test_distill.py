@@ -296,9 +296,15 @@ def test_every_stage_leaves_what_it_should(files, chain):
     final = load_file(student / "model.safetensors")
     for name, tensor in final.items():
         torch.testing.assert_close(tensor.double(), averaged[name], rtol=0, atol=1e-6, msg=name)
-    # the export: CTranslate2's int8 weights, about a quarter of float32's, translating as the student does
-    int8, float32 = chain / "student-ct2" / "model.bin", chain / "report" / "exports" / "student-float32" / "model.bin"
-    assert int8.stat().st_size < 0.5 * float32.stat().st_size
+    # the export: CTranslate2 reads its weights as int8 (computing in int8 with float32 elsewhere), and it translates
+    # as the student's PyTorch model does, up to int8's rounding (here: the same translations of most sentences)
+    import ctranslate2
+
+    assert ctranslate2.Translator(str(chain / "student-ct2")).compute_type.startswith("int8")
+    float32 = chain / "report" / "exports" / "student-float32"
+    assert ctranslate2.Translator(str(float32)).compute_type == "float32"
+    tests = lines(files / "test.en")
+    assert translated_alone(float32, tests) == translated_alone(student, tests)
     report = json.loads((chain / "report.json").read_text())
     assert report["models"]["student"]["int8"]["folder"] == str(chain / "student-ct2")
 
@@ -381,13 +387,13 @@ def test_a_chain_stopped_at_every_stage_resumes_and_ends_with_the_same_files(fil
     def stop_timing(*args):
         if len(calls) == 3:
             raise Stop("stopped while measuring")
-        calls.append(args[1:4])
+        calls.append((*args[1:4], args[5]))
         return real_timed(*args)
 
     monkeypatch.setattr(distill, "timed", stop_timing)
     with pytest.raises(Stop):
         main(argv)
-    monkeypatch.setattr(distill, "timed", lambda *args: calls.append(args[1:4]) or real_timed(*args))
+    monkeypatch.setattr(distill, "timed", lambda *args: calls.append((*args[1:4], args[5])) or real_timed(*args))
     counted = Counted(monkeypatch)
     code, out_text, err = run_main(main, argv, capsys)
     assert code == 0, err[-2000:]

@@ -388,7 +388,7 @@ def timed(d: Distillation, folder: str, compute_type: str, threads: int, sources
     seconds = time.perf_counter() - start
     if not os.path.isfile(output):
         write_text(output, "".join(line + "\n" for line in translations))
-    return {"sentences": len(sources), "seconds": round(seconds, 3), "sentences_per_second": len(sources) / seconds,
+    return {"sentences": len(sources), "seconds": seconds, "sentences_per_second": len(sources) / seconds,
             "beams": d.num_beams or model.generation_config.num_beams}
 
 

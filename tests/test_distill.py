@@ -436,3 +436,29 @@ def test_a_chain_killed_while_the_student_trains_resumes_it(files, tmp_path, cap
     state = json.loads((out / "student" / "trainer_state.json").read_text())
     assert state["global_step"] == 40 and math.isfinite(state["log_history"][-1].get("train_loss", 0.0))
     assert (out / "report.json").is_file()
+
+
+@pytest.mark.slow  # uses the chain's student
+def test_a_ctranslate2_teacher_is_reported_as_exported(files, chain, tmp_path, capsys):
+    import shutil
+
+    from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
+    from vanilla_transformer.training import distill
+
+    teacher = to_ctranslate2(str(files / "teacher"), tmp_path / "teacher-ct2", "int8")
+    out = tmp_path / "distilled"
+    for name in ("student", "student-ct2"):
+        shutil.copytree(chain / name, out / name)
+    d = distill.Distillation(teacher=str(teacher), out=str(out), train_source=str(files / "train.en"),
+                             test=(str(files / "test.en"), str(files / "test.de")), threads=(1,),
+                             bleu_tokenize="char")
+    report = distill.write_report(d, {})
+    assert report["teacher"]["parameters"] is None and report["teacher"]["layers"] is None
+    assert report["teacher"]["size_bytes"] == {"ctranslate2 (as given)": distill.folder_bytes(str(teacher))}
+    assert {entry["folder"] for entry in report["models"]["teacher"].values()} == {str(teacher)}
+    assert list(report["models"]["teacher"]["int8"]["scores"]) == ["test"]  # no validation files given
+    text = (out / "report.md").read_text()
+    assert "(a CTranslate2 folder)" in text and f"| parameters | unknown | {report['student']['parameters']:,} |" in text
+    # the int8 teacher translates as CTranslate2 does, each sentence alone
+    assert lines(out / "report" / "translations" / "teacher.int8.test.txt") == translated_alone(
+        teacher, lines(files / "test.en"))

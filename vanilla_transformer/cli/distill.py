@@ -47,7 +47,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         parser.add_argument(f"--{split}-source", metavar="FILE", action=checked(existing_file),
                             help=f"{split} source sentences, for the student's run and the report")
         parser.add_argument(f"--{split}-target", metavar="FILE", action=checked(existing_file),
-                            help=f"their reference translations")
+                            help="their reference translations")
     parser.add_argument("--source-lang", metavar="CODE",
                         help="the corpus's source language (default: --train-source's extension, e.g. train.en)")
     parser.add_argument("--target-lang", metavar="CODE",

@@ -468,6 +468,10 @@ def _compared(label: str, teacher, student) -> str:
     return f"{student / teacher:.2f}x" if teacher else ""
 
 
+def _layers(facts: dict) -> str:
+    return f"{facts['layers']} layers" if facts["layers"] else "a CTranslate2 folder"
+
+
 def markdown(report: dict) -> str:
     """The side-by-side table of report.json."""
     teacher, student, models = report["teacher"], report["student"], report["models"]
@@ -486,14 +490,15 @@ def markdown(report: dict) -> str:
                       for role in (TEACHER, STUDENT)]
             rows.append((f"sentences/s, {compute_type}, {threads} thread{'s' if threads > 1 else ''}", *speeds,
                          lambda x: f"{x:.1f}"))
+    averaged = report["student_training"].get("averaged_checkpoints")
+    signature = models[STUDENT]["int8"]["scores"][report["timed_split"]]["bleu_signature"]
     lines = ["# Distillation: teacher and student", "",
-             f"Teacher `{teacher['folder']}` ({teacher['layers'] or 'CTranslate2'} layers); student "
-             f"`{student['folder']}` ({student['layers']} layers), trained on the teacher's translations"
-             + (f", the average of its last {report['student_training']['averaged_checkpoints']} checkpoints"
-                if report["student_training"].get("averaged_checkpoints") else "") + ".",
+             f"Teacher `{teacher['folder']}` ({_layers(teacher)}); student `{student['folder']}` "
+             f"({_layers(student)}), trained on the teacher's translations"
+             + (f", the average of its last {averaged} checkpoints." if averaged else "."),
              f"Both translated by CTranslate2 ({report['batch_size']} sentences a batch, "
-             + (f"beam {report['num_beams']}" if report["num_beams"] else "each model's own beam search") + "); "
-             f"speed on the {report['timed_split']} file; BLEU {models[STUDENT]['int8']['scores'][report['timed_split']]['bleu_signature']}.",
+             + (f"beam {report['num_beams']}" if report["num_beams"] else "each model's own beam search")
+             + f"); speed on the {report['timed_split']} file; BLEU {signature}.",
              "", "| | teacher | student | student vs teacher |", "| --- | ---: | ---: | ---: |"]
     for label, ours, theirs, show in rows:
         cells = [show(v) if v is not None else "unknown" for v in (ours, theirs)]

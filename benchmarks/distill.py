@@ -77,7 +77,7 @@ def original(args, data: Path, out: Path, bleu_tokenize: str) -> dict:
     entry = {"parameters": parameters(str(folder)), "size_bytes": folder_bytes(exported), "scores": {}, "speed": {}}
     for split in ("validation", "test"):
         sources, references = (read_text_lines(str(data / name), name) for name in FILES[split])
-        for threads in measuring.threads if split == "test" else measuring.threads[-1:]:
+        for threads in measuring.thread_counts if split == "test" else measuring.thread_counts[-1:]:
             output = str(out / f"original.int8.{split}.txt")
             speed = timed(measuring, exported, "int8", threads, sources, output)
             if split == "test":

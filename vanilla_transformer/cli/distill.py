@@ -99,14 +99,13 @@ def _distillation(args: argparse.Namespace):
 
     pairs = {split: (getattr(args, f"{split}_source"), getattr(args, f"{split}_target"))
              for split in ("validation", "test")}
-    optional = {"threads": args.threads} if args.threads else {}
     return Distillation(
         teacher=args.teacher, out=args.out, train_source=args.train_source,
         validation=pairs["validation"] if pairs["validation"][0] else None,
         test=pairs["test"] if pairs["test"][0] else None, source_lang=args.source_lang,
         target_lang=args.target_lang, recipe_options=tuple(args.recipe), quantization=args.quantization,
         teacher_batch_size=args.teacher_batch_size, teacher_compute_type=args.teacher_compute_type,
-        device=args.device, num_beams=args.num_beams, batch_size=args.batch_size, **optional)
+        device=args.device, num_beams=args.num_beams, batch_size=args.batch_size, threads=args.threads)
 
 
 def teacher_pass(d) -> None:

@@ -28,7 +28,7 @@ import json
 import os
 import re
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 
 from huggingface_hub import ModelCard
 from transformers.trainer_utils import get_last_checkpoint
@@ -82,12 +82,16 @@ class Distillation:
     device: str | None = None
     num_beams: int | None = None  # the report's beam; None: each model's own generation_config
     batch_size: int = 32  # the report's batches
-    threads: tuple[int, ...] = field(default_factory=lambda: tuple(sorted({1, all_threads()})))
+    threads: tuple[int, ...] | None = None  # the report's thread counts; None: 1 and every CPU of this machine
     bleu_tokenize: str = "13a"  # the recipe's --bleu-tokenize, settled by `prepare`
 
     @property
     def teacher_kind(self) -> str:
         return check_folder_kind(self.teacher, TRANSLATION_KINDS, "distill: the teacher")
+
+    @property
+    def thread_counts(self) -> tuple[int, ...]:
+        return self.threads or tuple(sorted({1, all_threads()}))
 
     def path(self, *parts: str) -> str:
         return os.path.join(self.out, *parts)
@@ -104,7 +108,7 @@ class Distillation:
         for name in ("validation", "test"):
             values[name] = [os.path.realpath(path) for path in values[name]] if values[name] else None
         values["recipe_options"] = list(self.recipe_options)
-        values["threads"] = list(self.threads)
+        values["threads"] = list(self.threads) if self.threads else None
         del values["out"]
         return {"format": RECORD_FORMAT, "arguments": values}
 
@@ -406,7 +410,7 @@ def measure(d: Distillation, measurements: Measurements) -> dict:
                                                                            "speed": {}, "scores": {}})
             for split, (sources, references, _) in data.items():
                 output = d.path("report", "translations", f"{role}.{compute_type}.{split}.txt")
-                runs = d.threads if split == timed_split else d.threads[-1:]
+                runs = d.thread_counts if split == timed_split else d.thread_counts[-1:]
                 for threads in runs:
                     key = f"{role}/{compute_type}/{split}/{threads}"
                     speed = measurements.get(key, lambda: timed(d, folder, compute_type, threads, sources, output))
@@ -445,7 +449,7 @@ def write_report(d: Distillation, student_results: dict) -> dict:
     print("Report: translating the validation and test files with teacher and student (CTranslate2)", flush=True)
     measured = measure(d, Measurements(d.path("report", "measurements.json")))
     report = {"teacher": model_facts(d, TEACHER, measured), "student": model_facts(d, STUDENT, measured),
-              **measured, "threads": list(d.threads), "batch_size": d.batch_size, "num_beams": d.num_beams,
+              **measured, "threads": list(d.thread_counts), "batch_size": d.batch_size, "num_beams": d.num_beams,
               "bleu_tokenize": d.bleu_tokenize, "quantization": d.quantization,
               "student_training": {name: student_results[name] for name in
                                    ("averaged_checkpoints", "train_runtime", "train_pairs_read", "train_pairs_used",

@@ -462,3 +462,38 @@ def test_a_ctranslate2_teacher_is_reported_as_exported(files, chain, tmp_path, c
     # the int8 teacher translates as CTranslate2 does, each sentence alone
     assert lines(out / "report" / "translations" / "teacher.int8.test.txt") == translated_alone(
         teacher, lines(files / "test.en"))
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_usage_errors_answer_before_torch_is_imported(files, tmp_path):
+    """The console script's entry point: --help, argparse's errors and the command's own checks exit 2 at once."""
+    import textwrap
+
+    calls = [["distill", "--help"], ["distill", "--teacher", "t", "--out", "o", "--train-source", "missing.en"],
+             ["distill", "--teacher", "t", "--out", "o", "--train-source", str(files / "train.en")],
+             command(files, tmp_path / "out")[:-len(STUDENT) - 1] + ["--threads", "1,x"]]
+    script = textwrap.dedent(f"""
+        import contextlib, io, json, sys
+        import vanilla_transformer_cli
+
+        results = []
+        for argv in {calls!r}:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+                try:
+                    vanilla_transformer_cli.main(argv)
+                    code = 0
+                except SystemExit as exit:
+                    code = exit.code
+            results.append([code, sorted(m for m in ("torch", "transformers") if m in sys.modules), err.getvalue()])
+        print(json.dumps(results))
+        """)
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    results = json.loads(result.stdout)
+    assert [code for code, _, _ in results] == [0, 2, 2, 2]
+    assert all(heavy == [] for _, heavy, _ in results), results
+    assert "--train-source file not found: missing.en" in results[1][2]
+    assert "give --validation-source/--validation-target, --test-source/--test-target, or both" in results[2][2]
+    assert "--threads must be thread counts" in results[3][2]
+    assert not (tmp_path / "out").exists()

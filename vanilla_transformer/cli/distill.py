@@ -64,7 +64,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="the report's beam size (default: each model's own generation_config)")
     parser.add_argument("--batch-size", action=checked(positive_int), default=32, metavar="N",
                         help="the report's sentences per batch (default 32)")
-    parser.add_argument("--threads", type=_threads, metavar="N,M",
+    parser.add_argument("--threads", action=checked(_threads), metavar="N,M",
                         help="the report's CTranslate2 thread counts (default: 1 and every CPU)")
     parser.add_argument("recipe", nargs=argparse.REMAINDER, metavar="-- RECIPE OPTIONS",
                         help="the student's training options (`vanilla-transformer train --help`), after --")

@@ -251,7 +251,9 @@ def test_options_that_do_not_go_together_are_usage_errors(files, tmp_path, capsy
             (lambda a: [*a, "--train-target", "x"], ["--train-target is set by distill"]),
             (lambda a: a[:a.index("--")] + ["--", "oops"], ["unexpected 'oops'"]),
             (lambda a: a[:a.index("--")] + ["--threads", "0"], ["--threads"]),
-            (lambda a: a[:a.index("--")] + ["--target-lang", "German"], ["not a language code"])):
+            (lambda a: a[:a.index("--")] + ["--target-lang", "German"], ["not a language code"]),
+            (lambda a: a[:a.index("--")] + ["--teacher-compute-type", "int8"],
+             ["applies to a teacher exported to CTranslate2"])):
         code, _, err = run_main(main, change(list(argv)), capsys)
         assert_usage_error(code, err, words)
     assert not (tmp_path / "out").exists()

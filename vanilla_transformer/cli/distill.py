@@ -128,7 +128,10 @@ def teacher_pass(d) -> None:
 def run(args: argparse.Namespace) -> None:
     from vanilla_transformer.training import distill
 
+    from vanilla_transformer.files import RunLock
+
     d = distill.prepare(_distillation(args))
     distill.open_folder(d)
-    teacher_pass(d)
-    distill.finish(d)
+    with RunLock(d.out, what="--out"):  # one distillation at a time in --out
+        teacher_pass(d)
+        distill.finish(d)

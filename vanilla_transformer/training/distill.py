@@ -184,6 +184,9 @@ def check_teacher(d: Distillation) -> str:
     (one line) for anything else."""
     kind = d.teacher_kind
     if kind != "ctranslate2":
+        if d.teacher_compute_type != "default":
+            raise UsageError(f"--teacher-compute-type applies to a teacher exported to CTranslate2; {d.teacher} holds "
+                             "a PyTorch model")
         check_checkpoint(d.teacher, need_tokenizer=True)
     return kind
 

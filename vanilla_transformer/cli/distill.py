@@ -126,9 +126,8 @@ def teacher_pass(d) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from vanilla_transformer.training import distill
-
     from vanilla_transformer.files import RunLock
+    from vanilla_transformer.training import distill
 
     d = distill.prepare(_distillation(args))
     distill.open_folder(d)

@@ -11,10 +11,11 @@ al. 2021), trains on (source, teacher's translation) instead of the original pai
    `train.LANG.progress.json`, no line translated twice;
 2. `student/`: the training recipe (`training/train.py`) on the distilled pairs with the recipe options given after
    `--` (a preset, a time budget, the cleaning of the distilled pairs, ...); a killed run resumes from its last
-   checkpoint. As its last step the recipe averages its last checkpoints (section 6.1 of the paper,
-   `--average-last-n-checkpoints`; `all_results.json` records how many);
-3. `student-ct2/`: the student exported to CTranslate2 (`interop/export_ctranslate2.py`), int8 by default;
-4. `report.json` and `report.md`: teacher and student side by side, both translated by CTranslate2 in int8 and
+   checkpoint;
+3. the student's last checkpoints averaged (section 6.1 of the paper) by the recipe as its last step
+   (`--average-last-n-checkpoints`; `student/all_results.json` records how many);
+4. `student-ct2/`: the student exported to CTranslate2 (`interop/export_ctranslate2.py`), int8 by default;
+5. `report.json` and `report.md`: teacher and student side by side, both translated by CTranslate2 in int8 and
    float32 (`report/`: the exports this needs and every translation, as text files): sacreBLEU and chrF on the
    validation and test files, sentences per second with 1 thread and with all threads, size on disk, parameters.
 

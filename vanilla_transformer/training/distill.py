@@ -27,7 +27,6 @@ done again.
 
 import json
 import os
-import re
 import time
 from dataclasses import asdict, dataclass, replace
 
@@ -57,7 +56,6 @@ COMPUTE_TYPES = ("int8", "float32")  # what the report compares, each model tran
 MANAGED_OPTIONS = ("output_dir", "train_source", "train_target", "validation_source", "validation_target",
                    "test_source", "test_target", "source_lang", "target_lang", "dataset_name", "dataset_config_name",
                    "resume_from_checkpoint", "overwrite_output_dir")
-LANGUAGE_CODE = re.compile(r"[a-z]{2,3}")
 
 
 def all_threads() -> int:

@@ -106,6 +106,7 @@ def run(data_args, model_args, training_args, callbacks=None) -> dict:
         if trainer.time_budget is not None:
             state.budget = trainer.time_budget.plan
         state.averaged = average_last_checkpoints(trainer, training_args)
+        metrics["averaged_checkpoints"] = state.averaged  # all_results.json: what the final weights are
         staging = final_staging_folder(training_args)
         evaluated_split, scores = evaluate(context, staging)
         if evaluated_split is not None:

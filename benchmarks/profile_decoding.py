@@ -113,16 +113,18 @@ def main(argv=None):
         batch = random_batch(ours.config.vocab_size, batch_size, 24, 1, "cpu", seed=0)
         batch = {k: batch[k] for k in ("input_ids", "attention_mask")}
         for name, model in (("ours", ours), ("Marian", marian)):
+            # n tokens each: our source-length bound off, as Marian has none
+            fixed = {"max_new_tokens": n, "min_new_tokens": n, **({"max_length_a": None} if name == "ours" else {})}
             with torch.inference_mode():
                 encoder = median_seconds(lambda: model.get_encoder()(**batch), args.repeats)
-                generate = median_seconds(lambda: model.generate(**batch, num_beams=1, do_sample=False,
-                                                                 max_new_tokens=n, min_new_tokens=n), args.repeats)
+                generate = median_seconds(lambda: model.generate(**batch, num_beams=1, do_sample=False, **fixed),
+                                          args.repeats)
             loop = median_seconds(lambda: decode_loop(model, batch, n), args.repeats)
             tokens, cache, encoder_outputs = decode_loop(model, batch, n // 2)
             wall, groups, operators = profile_step(model, batch, cache, encoder_outputs, tokens)
             with torch.inference_mode():
                 calls_generate = python_calls_per_token(lambda: model.generate(
-                    **batch, num_beams=1, do_sample=False, max_new_tokens=n, min_new_tokens=n), n)
+                    **batch, num_beams=1, do_sample=False, **fixed), n)
             calls_loop = python_calls_per_token(lambda: decode_loop(model, batch, n), n)
             per_token = lambda seconds: (seconds - encoder) / n * 1e3  # noqa: E731
             print(f"{size}, batch {batch_size}, {name}: generate {per_token(generate):.2f} ms/token, bare forward loop "

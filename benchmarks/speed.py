@@ -170,9 +170,12 @@ def generation_speed(size, args, batch_size: int, num_beams: int) -> dict:
     outputs = {}
 
     def run(model, name):
+        # every sentence decodes exactly --new-tokens tokens: our source-length bound off, as Marian has none
+        own = {"max_length_a": None} if name == "ours" else {}
+
         def call():
             with torch.inference_mode():
-                outputs[name] = model.generate(**batch, **kwargs)
+                outputs[name] = model.generate(**batch, **kwargs, **own)
         return call
 
     times = alternate({"ours": run(ours, "ours"), "marian": run(marian, "marian")}, args.repeats, 1, args.device)

@@ -92,6 +92,18 @@ def served_ct2_dir(served_model_dir, tmp_path_factory):
                                  lambda folder: to_ctranslate2(served_model_dir, folder, quantization="float32")))
 
 
+@pytest.fixture(scope="session")
+def served_de_fr_dir(tmp_path_factory):
+    """A second tiny translator of the serve tests, German into French (with the first, English into German, a
+    server has two pairs and a pivot from English into French), saved once per test run."""
+    from serve_fixtures import save_served_model
+
+    from helpers import made_once_per_run
+
+    return str(made_once_per_run(tmp_path_factory, "served-de-fr",
+                                 lambda folder: save_served_model(folder, "de", "fr", seed=1)))
+
+
 @pytest.fixture(scope="module")
 def browser():
     """Debian's chromium (never a downloaded one); every request that leaves this machine is refused and recorded."""

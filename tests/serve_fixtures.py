@@ -29,15 +29,16 @@ SENTENCES = [num2words(n) for n in (3, 17, 42, 99, 105, 256, 731, 1000, 1999, 43
 SERVING = re.compile(r"Serving at http://127\.0\.0\.1:(\d+)")
 
 
-def save_served_model(path) -> str:
-    """A tiny random translator (float64: batched and single sentences cannot flip a near-tie) with a number-words
-    tokenizer and a model card saying en -> de, saved at `path`."""
-    texts = [num2words(i) for i in range(400)] + [num2words(i, lang="de") for i in range(400)]
+def save_served_model(path, source_lang: str = "en", target_lang: str = "de", seed: int = 0) -> str:
+    """A tiny random translator (float64: batched and single sentences cannot flip a near-tie) with a tokenizer of
+    number words in English, German and French (so that one model's translation is a short input to the next, as
+    real translations are) and a model card saying `source_lang` -> `target_lang`, saved at `path`."""
+    texts = [num2words(i, lang=lang) for lang in ("en", "de", "fr") for i in range(400)]
     tokenizer = train_tokenizer(texts, vocab_size=300, min_frequency=1, model_max_length=64)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = VanillaTransformerForConditionalGeneration(tiny_config(vocab_size=len(tokenizer))).double().eval()
     model.generation_config.max_length = 16
-    save_for_hub(model, tokenizer, path, source_lang="en", target_lang="de")
+    save_for_hub(model, tokenizer, path, source_lang=source_lang, target_lang=target_lang)
     return str(path)
 
 

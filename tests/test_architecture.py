@@ -33,7 +33,7 @@ REMOTE_CODE = [f"vanilla_transformer.{name}" for name in LAYERS[0][1]]
 # package imports without them and only the feature that needs one fails, with a line saying what to install.
 OPTIONAL_EXTRAS = {"gradio", "gradio_client", "ctranslate2", "matplotlib", "peft", "fastapi", "uvicorn",
                    "sentencepiece", "sacremoses", "sacrebleu", "num2words", "datasets", "accelerate", "tensorboard",
-                   "sentencex", "prometheus_client"}
+                   "sentencex", "prometheus_client", "typo"}
 # The command line imports the library a command drives inside its `run`: `--help` stays fast and a missing extra
 # fails only the command that needs it.
 CLI_LAZY = {"vanilla_transformer", "transformers", "huggingface_hub", "torch"}

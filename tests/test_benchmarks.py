@@ -106,7 +106,7 @@ def test_each_benchmark_script_prints_its_help(tmp_path):
 
 def test_the_smoke_run_covers_every_script():
     assert {"benchmark_multi30k.py", "recipe_sweep.py", "speed.py", "training_step.py", "cpu_processes.py",
-            "cpu_attention.py", "serve_load.py"} <= set(SCRIPTS)
+            "cpu_attention.py", "serve_load.py", "augment.py"} <= set(SCRIPTS)
 
 
 def test_recipe_sweep_refuses_a_bad_configs_file_in_one_line(tmp_path):

@@ -55,7 +55,8 @@ def save_tiny_translator(path: str) -> str:
 
 def one_at_a_time(model_dir, texts, max_length_a=2.0, max_length_b=10, **generate_kwargs):
     """Each text translated alone by `generate`, bounded as fairseq bounds it: at most int(a * n + b) tokens (the
-    </s> the bound ends it with among them) for a source of n tokens, unless `max_new_tokens` is given."""
+    </s> the bound ends it with among them) for a source of n tokens, unless `max_new_tokens` is given. The model's
+    own bound is off here: transformers' `max_new_tokens` cuts each sentence alone."""
     model, tokenizer = load_model_and_tokenizer(model_dir, "cpu")
     results = []
     for text in texts:
@@ -63,7 +64,7 @@ def one_at_a_time(model_dir, texts, max_length_a=2.0, max_length_b=10, **generat
             results.append("")
             continue
         inputs = tokenizer(text, return_tensors="pt")
-        kwargs = dict(generate_kwargs)
+        kwargs = {"max_length_a": None, **generate_kwargs}
         longest = int(max_length_a * inputs["input_ids"].shape[1] + max_length_b) - 1  # tokens before that </s>
         if "max_new_tokens" not in kwargs and longest < model.generation_config.max_length - 1:
             kwargs["max_new_tokens"] = longest

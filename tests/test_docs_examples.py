@@ -65,6 +65,8 @@ TINY_TRAIN = (  # 2 + 2 layers: the docs draw layer 1
 SUBSTITUTIONS = [
     (r"(python -m training\.train|vanilla-transformer train|-m training\.train)\b", rf"\1 {TINY_TRAIN}",
      "training commands train a tiny model for 4 steps"),
+    (r"((?:vanilla-transformer|-m training\.) ?distill\b(?:[^\n]|\\\n)*?\s--)(?=\s)", rf"\1 {TINY_TRAIN}",
+     "distill's student (the recipe options after its bare --) trains a tiny model for 4 steps"),
     (r"\bmax_steps=\d+", "max_steps=3", "Trainer examples in Python train 3 steps"),
     (r"checkpoint-(\d+)000\b", r"checkpoint-\1", ("step N000 of a long run is step N of outputs/en-de, which saved "
                                           "checkpoints 2, 4, ..., 10")),

@@ -243,7 +243,7 @@ def test_a_ctranslate2_folder_limits_sentences_to_the_positions_its_export_recor
     with server_in_thread(engine, ServeSettings()) as url:
         words = " ".join(["three"] * 30)
         response = post(url, q=words, source="en", target="de")
-        assert response.status_code == 400 and "tokens long, over the 24 tokens this model reads" in response.text
+        assert response.status_code == 400 and "tokens long, over the 24 tokens the en -> de model reads" in response.text
         assert post(url, q="three", source="en", target="de").status_code == 200
 
     config_file = folder / "config.json"
@@ -297,16 +297,29 @@ def test_the_metrics_are_prometheus_text(command):
 # The command's own errors: one line, before anything listens
 
 
-@pytest.mark.parametrize("problem", ["missing folder", "no languages", "same languages", "empty keys", "port taken"])
+@pytest.mark.parametrize("problem", ["missing folder", "no languages", "same languages", "empty keys", "port taken",
+                                     "one pair twice", "languages of several", "no model inside"])
 def test_the_command_stops_with_one_line(problem, served_model_dir, served_ct2_dir, tmp_path, capsys):
+    import json
+    import shutil
     import socket
 
     from helpers import run_main
     from vanilla_transformer.cli.main import main
 
+    unnamed = tmp_path / "unnamed-ct2"  # an export that records no languages (as exports of a model object)
+    shutil.copytree(served_ct2_dir, unnamed)
+    config = json.loads((unnamed / "config.json").read_text(encoding="utf-8"))
+    del config["languages"]
+    (unnamed / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    (tmp_path / "empty").mkdir()
     argv, message = {
         "missing folder": ([str(tmp_path / "missing")], "model folder not found"),
-        "no languages": ([served_ct2_dir], "does not say which languages it translates"),
+        "no languages": ([str(unnamed)], "does not say which languages it translates"),
+        "one pair twice": ([served_model_dir, served_ct2_dir], "both translate en into de: serve one model per"),
+        "languages of several": ([served_model_dir, served_ct2_dir, "--source-lang", "en"],
+                                 "name the languages of a single MODEL"),
+        "no model inside": ([str(tmp_path / "empty")], "is neither a model folder (no config.json) nor a folder of"),
         "same languages": ([served_model_dir, "--target-lang", "en"], "the source and target languages are both 'en'"),
         "empty keys": ([served_model_dir, "--api-keys", str(tmp_path / "keys.txt")], "holds no key"),
         "port taken": ([served_model_dir], "cannot listen on 127.0.0.1:"),
@@ -317,6 +330,9 @@ def test_the_command_stops_with_one_line(problem, served_model_dir, served_ct2_d
         taken.listen()
         port = str(taken.getsockname()[1]) if problem == "port taken" else "0"
         code, out, err = run_main(main, ["serve", *argv, "--port", port], capsys)
+    if problem == "languages of several":  # a usage error: argparse's usage, then the one line, exit 2
+        assert code == 2 and message in err.strip().splitlines()[-1], err
+        return
     assert code == 1 and out == "", err
     assert err.strip().count("\n") == 0 and err.startswith("vanilla-transformer serve: error: "), err
     assert message in err

@@ -1,16 +1,21 @@
-"""What decoding a translation takes, without torch: the length bound of a translation and the check of generation
-parameters. The model (`modeling_vanilla_transformer`: `SourceLengthBound` applies the bound inside `generate`), the
-pipeline (`pipeline_translation`) and the CTranslate2 engine use the same functions, and `vanilla-transformer
-translate` with a CTranslate2 folder imports this file without torch.
+"""What decoding a translation takes, without torch: the length bound of a translation (its settings, their
+defaults and the bound of each source) and the check of generation parameters. The model
+(`modeling_vanilla_transformer`: its `generate` applies the bound through `SourceLengthBound`), the pipeline
+(`pipeline_translation`) and the CTranslate2 engine (`interop.ctranslate2_runtime`) use the same functions, and
+`vanilla-transformer translate` with a CTranslate2 folder imports this file without torch.
 
 This file is copied next to the weights with the model and the pipeline (Hub remote code): it imports only the
 standard library.
 """
 
+import math
+
 # A translation's length bounded by its source's, as fairseq (--max-len-a, --max-len-b) and Marian
 # (--max-length-factor) bound it, so that a model that never emits </s> stops after a few times the source's length.
 MAX_LENGTH_A = 2.0  # target tokens allowed per source token
 MAX_LENGTH_B = 10  # plus this many
+# the generation config's attributes and `generate`'s keywords, with the values a config that lacks them gets
+LENGTH_BOUND = {"max_length_a": MAX_LENGTH_A, "max_length_b": MAX_LENGTH_B}
 
 
 def max_target_lengths(source_lengths, a: float = MAX_LENGTH_A, b: float = MAX_LENGTH_B) -> list[int]:
@@ -19,6 +24,26 @@ def max_target_lengths(source_lengths, a: float = MAX_LENGTH_A, b: float = MAX_L
     if a < 0 or b < 0:
         raise ValueError(f"max_length_a and max_length_b must be 0 or more, got {a} and {b}")
     return [max(1, int(a * int(n) + b)) for n in source_lengths]
+
+
+def length_bound_setting(call_settings: dict, *generation_configs) -> tuple[float, float] | None:
+    """The `(a, b)` of the bound a `generate` call applies, each setting of LENGTH_BOUND taken from `call_settings`
+    (the call's keywords) if it is there, else from the first of `generation_configs` (the call's, then the model's;
+    None entries skipped) that has the attribute, else LENGTH_BOUND's default: a folder saved before these settings
+    existed gets the default bound. None, the bound off, when either setting is None. ValueError for a value that is
+    not a number of 0 or more."""
+    values = []
+    for name, default in LENGTH_BOUND.items():
+        holders = [call_settings, *(vars(config) for config in generation_configs if config is not None)]
+        values.append(next((holder[name] for holder in holders if name in holder), default))
+    if None in values:
+        return None
+    for name, value in zip(LENGTH_BOUND, values):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+            raise ValueError(f"{name}={value!r} cannot work: it must be a number of 0 or more (a translation takes "
+                             f"at most max_length_a * n + max_length_b tokens for a source of n), or None to turn "
+                             f"the bound off.")
+    return float(values[0]), values[1]
 
 
 def check_generation_parameters(generation_config, generate_kwargs: dict | None = None) -> None:
@@ -57,4 +82,5 @@ def check_generation_parameters(generation_config, generate_kwargs: dict | None 
         )
 
 
-__all__ = ["MAX_LENGTH_A", "MAX_LENGTH_B", "check_generation_parameters", "max_target_lengths"]
+__all__ = ["LENGTH_BOUND", "MAX_LENGTH_A", "MAX_LENGTH_B", "check_generation_parameters", "length_bound_setting",
+           "max_target_lengths"]

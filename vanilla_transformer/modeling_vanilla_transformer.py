@@ -23,7 +23,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import GenerationMixin, LogitsProcessor, PreTrainedModel
+from transformers import GenerationMixin, LogitsProcessor, LogitsProcessorList, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
@@ -54,7 +54,7 @@ from .compat import (
     quiet_about_the_configs_max_length,
 )
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .decoding import MAX_LENGTH_A, MAX_LENGTH_B, max_target_lengths
+from .decoding import LENGTH_BOUND, MAX_LENGTH_A, MAX_LENGTH_B, length_bound_setting, max_target_lengths
 
 logger = logging.get_logger(__name__)
 
@@ -772,23 +772,45 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
 # ----------------------------------------------------------------------------------------------------------------
 # Decoding: a translation's length bounded by its source's, as fairseq (--max-len-a, --max-len-b) and Marian
 # (--max-length-factor) bound it, so that a model that never emits </s> (an upper-cased or out-of-domain sentence)
-# stops after a few times the source's length instead of at the configuration's maximum. The bound itself
-# (`max_target_lengths`) is in decoding.py, which needs no torch; this processor applies it inside `generate`.
+# stops after a few times the source's length instead of at the configuration's maximum. `generate` applies it by
+# default; the settings live in the generation config (generation_config.json) under the names of LENGTH_BOUND. The
+# bound itself (`LENGTH_BOUND`, `max_target_lengths`, `length_bound_setting`) is in decoding.py, which needs no torch
+# (the CTranslate2 engine applies the same bound); `SourceLengthBound` applies it inside `generate`.
+
+
+def source_token_counts(input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None,
+                        pad_token_id: int | None, rows: int, width: int) -> list[int]:
+    """How many tokens each of a batch's `rows` sources has: its `attention_mask`'s ones, else its `input_ids` that
+    are not `pad_token_id`, else `width` (an input given as embeddings or encoder outputs without a mask)."""
+    if attention_mask is not None and attention_mask.dim() == 2:
+        return [int(count) for count in attention_mask.ne(0).sum(-1).tolist()]
+    if input_ids is not None and pad_token_id is not None and input_ids.dim() == 2:
+        return [int(count) for count in input_ids.ne(pad_token_id).sum(-1).tolist()]
+    return [width] * rows
+
 
 class SourceLengthBound(LogitsProcessor):
     """Force </s> as the `bounds[i]`-th generated token of row `i` (fewer when the model ends it sooner), so that one
-    batch gives each sentence the bound it would have alone. Beam search's rows are the sentences' beams in order.
+    batch gives each sentence the bound it would have alone. Beam search's and `num_return_sequences`' rows are each
+    sentence's rows in order (row r belongs to sentence r // (rows / sentences)). The generated tokens are counted
+    after the `prompt_length` tokens of the decoder's prompt (its start token); None counts from the length of the
+    first `input_ids` it is called with, which is the prompt.
 
-        generate(**inputs, max_new_tokens=max(bounds), logits_processor=[SourceLengthBound(bounds, eos_id)])
+        generate(**inputs, max_length_a=None, logits_processor=[SourceLengthBound(bounds, eos_id)])
     """
 
-    def __init__(self, bounds, eos_token_id: int, prompt_length: int = 1):
+    def __init__(self, bounds, eos_token_id: int, prompt_length: int | None = 1):
         self.bounds = torch.as_tensor(list(bounds), dtype=torch.long)  # (batch,)
         self.eos_token_id = eos_token_id
-        self.prompt_length = prompt_length  # the decoder start token
+        self.prompt_length = prompt_length
+        self.shortest = int(self.bounds.min()) if len(self.bounds) else 1
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.prompt_length is None:
+            self.prompt_length = input_ids.shape[1]
         generated = input_ids.shape[1] - self.prompt_length  # tokens so far, the same in every row
+        if generated < self.shortest - 1:
+            return scores  # no row's last token yet (and no tensor work, nor a wait for the device, per step)
         bounds = self.bounds.to(scores.device).repeat_interleave(scores.shape[0] // len(self.bounds))  # (rows,)
         last = generated >= bounds - 1  # (rows,): the next token is the row's last
         if last.any():
@@ -821,9 +843,21 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             self.generation_config.length_penalty = 0.6
             self.generation_config.early_stopping = True
             self.generation_config.max_length = min(256, config.max_position_embeddings)
+            for name, default in LENGTH_BOUND.items():  # each translation bounded by its source's length
+                setattr(self.generation_config, name, default)
+            self.generation_config._from_model_config = False  # settings of its own (see save_pretrained)
 
-    def generate(self, *args, **kwargs):
-        """`GenerationMixin.generate`, where a call asking for `max_new_tokens` is not told that `max_length` is set too.
+    def generate(self, inputs=None, generation_config=None, logits_processor=None, *args, **kwargs):
+        """`GenerationMixin.generate`, with each translation bounded by its source's length, and a call asking for
+        `max_new_tokens` not told that `max_length` is set too.
+
+        The bound: at most `int(max_length_a * n + max_length_b)` tokens, </s> included, for a source of `n` tokens
+        (its attention mask's ones, or its ids that are not padding), enforced by a `SourceLengthBound` that forces
+        </s> as a row's last token, in greedy search, sampling and beam search alike, each row by its own source, so
+        a sentence gets the same bound in any batch. `max_length_a` / `max_length_b` are keywords of this call, else
+        attributes of the call's `generation_config`, else of the model's (generation_config.json), else
+        `MAX_LENGTH_A` / `MAX_LENGTH_B`; None turns the bound off. `max_new_tokens` / `max_length` still apply: the
+        smaller length wins.
 
         The generation config holds the paper's decoding (section 6.1) and a `max_length` (at most 256 tokens, within
         `max_position_embeddings`) for calls that ask for no length; `max_new_tokens` takes precedence over it, as
@@ -831,12 +865,41 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         `max_length`. That warning is left out while this model generates for a call that sets `max_new_tokens` and
         no `max_length` of its own (see `compat.quiet_about_the_configs_max_length`); every other message stays.
         """
-        passed = kwargs.get("generation_config", args[1] if len(args) > 1 else None)
-        max_new_tokens = kwargs.get("max_new_tokens", getattr(passed, "max_new_tokens", None))
-        max_length = kwargs.get("max_length", getattr(passed, "max_length", None))
+        call_settings = {name: kwargs.pop(name) for name in LENGTH_BOUND if name in kwargs}
+        bound = length_bound_setting(call_settings, generation_config, self.generation_config)
+        if bound is not None:
+            processor = self.source_length_bound(bound, inputs, generation_config, kwargs)
+            if processor is not None:
+                logits_processor = LogitsProcessorList([*(logits_processor or []), processor])
+        max_new_tokens = kwargs.get("max_new_tokens", getattr(generation_config, "max_new_tokens", None))
+        max_length = kwargs.get("max_length", getattr(generation_config, "max_length", None))
         own_max_length = max_length is None or max_length == self.generation_config.max_length
         with quiet_about_the_configs_max_length(max_new_tokens is not None and own_max_length):
-            return super().generate(*args, **kwargs)
+            return super().generate(inputs, generation_config, logits_processor, *args, **kwargs)
+
+    def source_length_bound(self, bound: tuple[float, float], inputs, generation_config,
+                            kwargs: dict) -> SourceLengthBound | None:
+        """The `SourceLengthBound` of a `generate` call's batch (`inputs` and the keywords `kwargs` it was given) for
+        `bound` = (a, b); None when nothing can end a row (no </s> token) or there is no source to measure."""
+        eos = next((value for value in (kwargs.get("eos_token_id"), getattr(generation_config, "eos_token_id", None),
+                                        self.generation_config.eos_token_id, self.config.eos_token_id)
+                    if value is not None), None)
+        if isinstance(eos, torch.Tensor):
+            eos = eos.flatten().tolist()
+        if isinstance(eos, (list, tuple)):
+            eos = eos[0] if eos else None
+        input_ids = inputs if inputs is not None else kwargs.get("input_ids")
+        source = next((value for value in (input_ids, kwargs.get("inputs_embeds")) if value is not None), None)
+        if source is None and kwargs.get("encoder_outputs") is not None:
+            source = kwargs["encoder_outputs"][0]  # (B, S, D): last_hidden_state of a ModelOutput or a tuple
+        if eos is None or source is None:
+            return None
+        pad = next((value for value in (kwargs.get("pad_token_id"), getattr(generation_config, "pad_token_id", None),
+                                        self.generation_config.pad_token_id, self.config.pad_token_id)
+                    if value is not None), None)
+        counts = source_token_counts(input_ids if input_ids is not None and not input_ids.is_floating_point() else None,
+                                     kwargs.get("attention_mask"), pad, source.shape[0], source.shape[1])
+        return SourceLengthBound(max_target_lengths(counts, *bound), int(eos), prompt_length=None)
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         """`PreTrainedModel.save_pretrained`, and the folder also serves `pipeline("translation", model=folder,
@@ -844,10 +907,17 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         `custom_pipelines` (as `Pipeline.save_pretrained` does for a registered pipeline), and the pipeline's source
         file is copied along with this one: transformers copies the files this one imports from its folder, and this
         is the one place that imports it (only when saving, so that using the model never loads the pipeline).
-        `push_to_hub` and Trainer checkpoints save through here.
+        `push_to_hub` and Trainer checkpoints save through here. generation_config.json is saved as settings of its
+        own, so that it loads with every attribute it holds, the length bound's included.
         """
         from .pipeline_translation import TranslationPipeline
 
+        if self.generation_config is not None:
+            # A generation config marked as made from config.json (`_from_model_config`, as transformers marks the
+            # one it builds, and as folders saved before the length bound's settings carry it) loads without the
+            # attributes transformers does not know, the bound's `max_length_a` / `max_length_b` among them; this one
+            # holds settings of its own, as Seq2SeqTrainer marks it before it generates.
+            self.generation_config._from_model_config = False
         module = TranslationPipeline.__module__.rsplit(".", 1)[-1]
         self.config.custom_pipelines = {
             "translation": {"impl": f"{module}.{TranslationPipeline.__name__}", "pt": ["AutoModelForSeq2SeqLM"], "type": "text"}
@@ -1156,10 +1226,13 @@ class VanillaTransformerForSequenceClassification(VanillaTransformerPreTrainedMo
 
 
 __all__ = [
+    "LENGTH_BOUND",
     "MAX_LENGTH_A",
     "MAX_LENGTH_B",
     "SourceLengthBound",
+    "length_bound_setting",
     "max_target_lengths",
+    "source_token_counts",
     "VanillaTransformerPreTrainedModel",
     "VanillaTransformerEncoder",
     "VanillaTransformerDecoder",

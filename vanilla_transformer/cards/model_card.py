@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 TEMPLATE = "templates/model_card.md"
@@ -35,6 +36,24 @@ EXAMPLES = {
 METRIC_NAMES = {"bleu": "BLEU", "sacrebleu": "BLEU (sacreBLEU)", "chrf": "chrF", "ter": "TER",
                 "exact_match": "Exact match", "loss": "Loss", "perplexity": "Perplexity"}
 LANGUAGE_CODE = re.compile(r"[a-z]{2,3}")
+
+
+def card_languages(folder: str | os.PathLike) -> tuple[str | None, str | None]:
+    """(source, target) ISO 639 codes from the model card README.md in `folder` (its `language:` list, as
+    `render_model_card` writes it); (None, None) when it has none. A ValueError (one line) for a card that cannot be
+    read."""
+    card_path = Path(folder) / "README.md"
+    if not card_path.is_file():
+        return None, None
+    try:
+        languages = ModelCard.load(card_path).data.language
+    except (OSError, ValueError, TypeError, yaml.YAMLError) as error:  # TypeError: front matter not a mapping
+        raise ValueError(f"{card_path} cannot be read as a model card ({' '.join(str(error).split())})") from None
+    if isinstance(languages, str):
+        languages = [languages]
+    if isinstance(languages, list) and len(languages) == 2 and all(isinstance(code, str) for code in languages):
+        return languages[0], languages[1]
+    return None, None
 
 
 def _check_language(name: str, code: str | None) -> None:
@@ -313,4 +332,4 @@ def converted_model_card(model, out: Path, src: Path, *, family_title: str, arch
     return card
 
 
-__all__ = ["converted_model_card", "hub_id_from_path", "render_model_card", "save_for_hub"]
+__all__ = ["card_languages", "converted_model_card", "hub_id_from_path", "render_model_card", "save_for_hub"]

@@ -7,7 +7,8 @@ A folder holds one of `KINDS`: a PyTorch checkpoint written by `save_pretrained`
 the first name in config.json's `architectures`, which says which Auto class builds it), or a CTranslate2 folder
 written by `vanilla-transformer export ctranslate2` (model.bin beside config.json). `load_checkpoint` checks the
 folder once (`validate.check_checkpoint` for a PyTorch folder: whole, readable, the weights of its config), picks
-the class from the folder and the device once, and returns the model in eval mode with its tokenizer. A folder of
+the class from the folder and the device once, and returns the model in eval mode with its tokenizer, after checking
+that the two belong together and warning about files changed since the folder was written (`agreement`). A folder of
 another kind than the caller takes (`kinds`) is refused with one line naming what it holds and what is needed.
 
 A CTranslate2 folder is loaded without torch and without transformers' model code (CTranslate2, the tokenizer and
@@ -23,6 +24,11 @@ from typing import Any
 import transformers
 
 from vanilla_transformer.checkpoints import ENGINES
+from vanilla_transformer.checkpoints.agreement import (
+    check_ctranslate2_tokenizer,
+    check_pytorch_tokenizer,
+    warn_changed_files,
+)
 from vanilla_transformer.checkpoints.kinds import CheckpointError, check_folder_kind, folder_kind
 from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator, check_tokenizer_fingerprint
 
@@ -72,6 +78,7 @@ def load_checkpoint(
         raise CheckpointError(f"{path} is a CTranslate2 folder: translate it with the ctranslate2 engine")
     if kinds is not None:
         check_folder_kind(path, kinds, purpose, kind=kind)
+    warn_changed_files(path)  # files replaced since the folder was written: one line each
     if kind == "ctranslate2":
         return _load_ctranslate2(path, device, compute_type, need_tokenizer)
     if compute_type != "default":
@@ -80,6 +87,8 @@ def load_checkpoint(
     from vanilla_transformer.checkpoints.pytorch import load_pytorch_folder  # torch, for PyTorch folders only
 
     model, tokenizer, device = load_pytorch_folder(path, kind, device, need_tokenizer)
+    if tokenizer is not None and kind == "seq2seq":
+        check_pytorch_tokenizer(path, model, tokenizer)
     return LoadedCheckpoint(path=path, kind=kind, model=model, tokenizer=tokenizer, device=device)
 
 
@@ -94,6 +103,8 @@ def _load_ctranslate2(path: str, device, compute_type: str, need_tokenizer: bool
         tokenizer = load_tokenizer(path)
     # CTranslate2 finds its own devices ("auto": CUDA when it has one); the translator checks the device
     model = CTranslate2Translator(path, device=str(device or "auto"), compute_type=compute_type)
+    if tokenizer is not None:
+        check_ctranslate2_tokenizer(path, model.source_tokens, tokenizer)
     return LoadedCheckpoint(path=path, kind="ctranslate2", model=model, tokenizer=tokenizer,
                             device=str(model.translator.device))
 

@@ -18,7 +18,7 @@ import importlib
 import sys
 
 # modules of vanilla_transformer.cli, one per command
-COMMANDS = ["train", "translate", "convert", "export", "plot", "explore", "serve", "study"]
+COMMANDS = ["train", "translate", "convert", "export", "plot", "explore", "serve", "study", "distill"]
 
 # errors a command reports as its one line (anything else is a bug of ours, and keeps its traceback); an invalid
 # config is huggingface_hub's StrictDataclassError too (`_reported`)

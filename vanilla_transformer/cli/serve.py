@@ -1,19 +1,22 @@
-"""`vanilla-transformer serve`: a LibreTranslate-compatible HTTP server over a saved model folder.
+"""`vanilla-transformer serve`: a LibreTranslate-compatible HTTP server over saved model folders.
 
-    vanilla-transformer serve outputs/multi30k-ct2 --port 5000
+    vanilla-transformer serve outputs/de-en-ct2 outputs/en-fr-ct2 --port 5000
     curl -s localhost:5000/translate -H 'Content-Type: application/json' \\
-        -d '{"q": "Zwei Hunde spielen im Schnee.", "source": "de", "target": "en"}'
+        -d '{"q": "Zwei Hunde spielen im Schnee.", "source": "auto", "target": "fr"}'
 
-MODEL is a folder written by save_pretrained (PyTorch) or by `vanilla-transformer export ctranslate2` (faster).
-Its languages come from its model card (README.md), or --source-lang/--target-lang. Concurrent requests are
-batched for the engine (--max-batch-tokens, --batch-wait-ms). SIGTERM or Ctrl-C stops accepting, answers the
-requests in flight and exits 0. The guide is docs/serve.md.
+Each MODEL is a folder written by save_pretrained (PyTorch) or by `vanilla-transformer export ctranslate2`
+(faster), one language pair each, or a folder of such folders. The languages come from each model card (README.md)
+or export, or --source-lang/--target-lang for a single model. A pair no model translates goes through a pivot
+language where models chain (de -> en -> fr above). Concurrent requests are batched for each engine
+(--max-batch-tokens, --batch-wait-ms). SIGTERM or Ctrl-C stops accepting, answers the requests in flight and exits
+0. The guide is docs/serve.md.
 """
 
 import argparse
 import ipaddress
 import logging
 import math
+import os
 
 from vanilla_transformer.cli.options import UsageError, checked, existing_file
 
@@ -77,7 +80,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("model", metavar="MODEL", help="saved model folder (PyTorch) or CTranslate2 export")
+    parser.add_argument("models", metavar="MODEL", nargs="+",
+                        help="saved model folder (PyTorch) or CTranslate2 export, one language pair each, or a folder "
+                             "of them")
     parser.add_argument("--host", action=checked(host_address), default="127.0.0.1",
                         help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
     parser.add_argument("--port", action=checked(in_range(int, 0, 65535)), default=5000,
@@ -88,8 +93,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--compute-type", default="default", help="CTranslate2 only: int8, float32, ...")
     parser.add_argument("--num-beams", action=checked(in_range(int, 1, MOST_BEAMS)),
                         help="beam size (default: the model's generation_config)")
-    parser.add_argument("--source-lang", help="the model's source language code (default: from its model card)")
-    parser.add_argument("--target-lang", help="the model's target language code (default: from its model card)")
+    parser.add_argument("--source-lang", help="the model's source language code, for a single MODEL (default: from "
+                                              "its model card or export)")
+    parser.add_argument("--target-lang", help="the model's target language code, for a single MODEL (default: from "
+                                              "its model card or export)")
     limits = parser.add_argument_group("limits")
     limits.add_argument("--char-limit", action=checked(in_range(int, 1, 100 * MOST_TEXTS)), default=defaults.char_limit,
                         help="most characters of q per request (default %(default)s)")
@@ -103,6 +110,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="most /translate requests per minute per client address (default: no limit)")
     limits.add_argument("--api-keys", metavar="FILE", action=checked(existing_file),
                         help="file of API keys, one a line: /translate (api_key) and /metrics then need one")
+    limits.add_argument("--alternatives-limit", action=checked(in_range(int, 0, MOST_BEAMS - 1)),
+                        default=defaults.alternatives_limit,
+                        help="most alternatives a /translate request may ask for (default %(default)s)")
     limits.add_argument("--forwarded-allow-ips", metavar="ADDRESSES", action=checked(proxy_addresses),
                         help="proxies whose X-Forwarded-For gives the client's address (for --req-limit and the "
                              "log): IP addresses or networks separated by commas, or * (default: trust no proxy "
@@ -131,10 +141,14 @@ def settings_from_args(args: argparse.Namespace):
                          timeout=args.timeout, req_limit=args.req_limit,
                          api_keys=read_api_keys(args.api_keys) if args.api_keys else None,
                          max_batch_tokens=args.max_batch_tokens, batch_wait_ms=args.batch_wait_ms,
-                         batching=not args.no_batching, cors=not args.no_cors, log_texts=args.log_texts)
+                         batching=not args.no_batching, cors=not args.no_cors, log_texts=args.log_texts,
+                         alternatives_limit=args.alternatives_limit)
 
 
 def check(args: argparse.Namespace) -> None:
+    if len(args.models) > 1 and (args.source_lang or args.target_lang):
+        raise UsageError("--source-lang and --target-lang name the languages of a single MODEL; with several, each "
+                         "says its own (its model card, or the languages its CTranslate2 export recorded)")
     if args.workers > 1 and args.port == 0:
         raise UsageError("--workers needs a --port of its own (0 picks one per process)")
     if args.batch_wait_ms >= args.timeout * 1000:
@@ -145,7 +159,7 @@ def check(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> None:
     from vanilla_transformer.extras import check_extra
 
-    check_extra(["fastapi", "sentencex", "uvicorn"], "serve", "Serving")
+    check_extra(["fastapi", "sentencex", "uvicorn", "py3langid"], "serve", "Serving")
     from vanilla_transformer.serve.app import create_app
     from vanilla_transformer.serve.engine import TranslationEngine
     from vanilla_transformer.serve.server import listening_socket, serve
@@ -154,14 +168,33 @@ def run(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = settings_from_args(args)
     listening_socket(args.host, args.port).close()  # a taken port fails now, not after loading the model
-    options = dict(path=args.model, source_lang=args.source_lang, target_lang=args.target_lang, engine=args.engine,
-                   device=args.device, compute_type=args.compute_type,
-                   **({"num_beams": args.num_beams} if args.num_beams else {}))
-    engine = TranslationEngine(**options)  # loaded here first: a bad folder or option fails before any worker
+    options = [dict(path=path, source_lang=args.source_lang, target_lang=args.target_lang, engine=args.engine,
+                    device=args.device, compute_type=args.compute_type,
+                    **({"num_beams": args.num_beams} if args.num_beams else {}))
+               for path in model_folders(args.models)]
+    # loaded here first: a bad folder or option fails before any worker, two folders of one pair before serving
+    engines = [TranslationEngine(**engine_options) for engine_options in options]
+    app = create_app(engines, settings)
     if args.workers > 1:
-        del engine
+        del engines, app
         serve_workers(options, settings, args.host, args.port, args.workers, graceful_s=args.timeout + 5,
                       forwarded_allow_ips=args.forwarded_allow_ips)
     else:
-        serve(create_app(engine, settings), args.host, args.port, graceful_s=args.timeout + 5,
-              forwarded_allow_ips=args.forwarded_allow_ips)
+        serve(app, args.host, args.port, graceful_s=args.timeout + 5, forwarded_allow_ips=args.forwarded_allow_ips)
+
+
+def model_folders(paths: list[str]) -> list[str]:
+    """The model folders of MODEL arguments: each that is a model folder itself (config.json in it), and the model
+    folders directly inside each that is not (a folder of model folders, in name order); a ValueError naming a
+    folder that holds neither."""
+    folders = []
+    for path in paths:
+        if not os.path.isdir(path) or os.path.isfile(os.path.join(path, "config.json")):
+            folders.append(path)  # the engine says what is wrong with a folder that is not a model's
+            continue
+        inside = sorted(entry.path for entry in os.scandir(path)
+                        if entry.is_dir() and os.path.isfile(os.path.join(entry.path, "config.json")))
+        if not inside:
+            raise ValueError(f"{path} is neither a model folder (no config.json) nor a folder of model folders")
+        folders.extend(inside)
+    return list(dict.fromkeys(folders))

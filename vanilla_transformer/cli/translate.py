@@ -11,7 +11,8 @@ go to OUT.partial, and OUT.progress.json records what is done after each chunk: 
 it stopped when run again with the same arguments, and OUT appears only when whole. Files named *.gz are
 gzip'd (an input is recognised by its content). Decoding follows the model's `generation_config` (the paper's
 beam 4, length penalty 0.6) unless `--num-beams` / `--max-new-tokens` say otherwise; a translation takes at most
-A * n + B tokens for a source of n (--max-length-a, --max-length-b), so that no output runs away. A folder written
+A * n + B tokens for a source of n (--max-length-a, --max-length-b; by default the folder's generation config's
+`max_length_a` / `max_length_b`), so that no output runs away. A folder written
 by `vanilla-transformer export ctranslate2` is translated by CTranslate2 (`--engine` chooses explicitly).
 """
 
@@ -29,7 +30,6 @@ from vanilla_transformer.cli.options import (
     torch_device,
     writable_file,
 )
-from vanilla_transformer.decoding import MAX_LENGTH_A, MAX_LENGTH_B  # the translation's own defaults (no torch)
 
 # the model is registered with transformers by the loader, for a PyTorch folder only (`checkpoints.load`): a
 # CTranslate2 folder is translated without torch and transformers' model code
@@ -73,11 +73,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--num-beams", action=checked(positive_int),
                         help="beam size (default: the model's generation_config)")
     parser.add_argument("--max-new-tokens", action=checked(positive_int),
-                        help="longest translation in tokens, whatever the source's length")
+                        help="longest translation in tokens, whatever the source's length (no --max-length-a/b)")
     parser.add_argument("--max-length-a", action=checked(non_negative_float),
-                        help=f"a translation takes at most A * (source tokens) + B tokens (default A {MAX_LENGTH_A})")
+                        help="a translation takes at most A * (source tokens) + B tokens (default: the model's "
+                             "generation config, max_length_a)")
     parser.add_argument("--max-length-b", action=checked(non_negative_int),
-                        help=f"... + B tokens (default {MAX_LENGTH_B})")
+                        help="... + B tokens (default: the model's generation config, max_length_b)")
     parser.add_argument("--sampling-topk", action=checked(non_negative_int), metavar="K",
                         help="sample each token from the K likeliest (0: all) instead of searching, e.g. for "
                              "back-translation")
@@ -176,11 +177,11 @@ def check(args: argparse.Namespace) -> None:
 
 def _translate_options(args: argparse.Namespace) -> dict:
     """The keywords of `translate.translate_chunks` the options give."""
-    options = {"batch_size": args.batch_size, "seed": args.seed,
-               "max_length_a": MAX_LENGTH_A if args.max_length_a is None else args.max_length_a,
-               "max_length_b": MAX_LENGTH_B if args.max_length_b is None else args.max_length_b}
-    options.update({name: getattr(args, name) for name in ("num_beams", "max_new_tokens")
-                    if getattr(args, name) is not None})
+    options = {"batch_size": args.batch_size, "seed": args.seed}
+    options.update({name: getattr(args, name) for name in ("num_beams", "max_new_tokens", "max_length_a",
+                                                           "max_length_b") if getattr(args, name) is not None})
+    if args.max_new_tokens is not None:
+        options["max_length_a"] = None  # one length for all: the source's length bounds nothing
     if args.sampling_topk is not None or args.sampling_temperature is not None:
         options.update(do_sample=True, num_beams=1, top_k=args.sampling_topk or 0,
                        temperature=args.sampling_temperature or 1.0)

@@ -3,11 +3,11 @@
 `CTranslate2Translator` wraps a `ctranslate2.Translator` so that it can be driven like our PyTorch model: its
 `generate(input_ids, attention_mask, **kwargs)` takes the tokenizer's padded ids and returns generated ids, decoded
 with the folder's generation config (beam size, length penalty, maximum length, tokens never to generate) unless told
-otherwise; `translate_ids` takes the ids of each sentence and each one's longest result, as `translate.translate`
-hands them over. The folder's vocabularies list the tokenizer's token strings by id; the translator maps ids to those
-strings and back, so the tokenizer's own special-token handling and decoding apply. The exporter is
-`export_ctranslate2.to_ctranslate2`. Nothing here needs torch or transformers' model code: translating with an
-exported folder imports neither.
+otherwise, each translation bounded by its source's length as the model's `generate` bounds it; `translate_ids` takes
+the ids of each sentence unpadded, as `translate.translate` hands them over. The folder's vocabularies list the
+tokenizer's token strings by id; the translator maps ids to those strings and back, so the tokenizer's own
+special-token handling and decoding apply. The exporter is `export_ctranslate2.to_ctranslate2`. Nothing here needs
+torch or transformers' model code: translating with an exported folder imports neither.
 """
 
 import json
@@ -18,6 +18,7 @@ from pathlib import Path
 from transformers import GenerationConfig
 
 from vanilla_transformer.checkpoints.kinds import CheckpointError, is_ctranslate2_folder
+from vanilla_transformer.decoding import LENGTH_BOUND, length_bound_setting, max_target_lengths
 from vanilla_transformer.extras import import_extra
 from vanilla_transformer.files.errors import one_line
 from vanilla_transformer.files.hashing import sha256_of_file
@@ -29,6 +30,9 @@ TOKENIZER_FINGERPRINT = "tokenizer_fingerprint.json"
 # The key of config.json under which the export records how many positions its encoding tables hold: the longest
 # input (and output) in tokens the folder can translate. CTranslate2 itself ignores the key.
 MAX_POSITIONS = "max_positions"
+# The key of config.json under which the export records the checkpoint's [source, target] language codes (from its
+# model card), where the server finds the language pair of a CTranslate2 folder. CTranslate2 ignores it too.
+LANGUAGES = "languages"
 EXPORT_AGAIN = "export it again with: vanilla-transformer export ctranslate2 CHECKPOINT OUT --overwrite"
 
 
@@ -52,6 +56,17 @@ def recorded_max_positions(folder: str | os.PathLike) -> int | None:
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
         return None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def recorded_languages(folder: str | os.PathLike) -> tuple[str, str] | None:
+    """The (source, target) codes the export recorded in config.json (`LANGUAGES`), or None where it did not."""
+    try:
+        value = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get(LANGUAGES)
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(code, str) for code in value):
+        return value[0], value[1]
+    return None
 
 
 def check_tokenizer_fingerprint(folder: str | os.PathLike) -> None:
@@ -98,7 +113,7 @@ class CTranslate2Translator:
     # generate's sampling keywords, applied when do_sample=True (CTranslate2's sampling_topk, sampling_temperature)
     SAMPLING = ("do_sample", "top_k", "temperature")
     # generation_config.json settings applied here (early_stopping=True is how CTranslate2's beam search stops)
-    APPLIED_SETTINGS = {*OPTIONS, "max_length", "max_new_tokens", "bad_words_ids", "eos_token_id",
+    APPLIED_SETTINGS = {*OPTIONS, *LENGTH_BOUND, "max_length", "max_new_tokens", "bad_words_ids", "eos_token_id",
                         "forced_eos_token_id", "early_stopping", "bos_token_id", "pad_token_id",
                         "decoder_start_token_id", "use_cache",
                         "output_attentions", "output_hidden_states", "transformers_version", "_from_model_config"}
@@ -179,7 +194,7 @@ class CTranslate2Translator:
         unknown = sorted(set(kwargs) - set(taken))
         if unknown:
             raise ValueError(f"The CTranslate2 engine does not take {', '.join(unknown)}; it takes "
-                             f"{', '.join(taken)}, and logits_processor=[SourceLengthBound(...)].")
+                             f"{', '.join([*taken, *LENGTH_BOUND])}, and logits_processor=[SourceLengthBound(...)].")
         sampling = {name: kwargs.pop(name) for name in self.SAMPLING if name in kwargs}
         config = self.generation_config
         settings = {name: getattr(config, name, None) for name in
@@ -205,29 +220,38 @@ class CTranslate2Translator:
         return options
 
     def generate(self, input_ids, attention_mask=None, **kwargs) -> list[list[int]]:
-        """Translate a padded batch of source ids (a tensor or lists); returns the generated target ids of each row (no
-        start token).
-
-        `logits_processor=[SourceLengthBound(bounds, ...)]` bounds each row as it bounds generate's (the </s> that
-        generate forces as its last token is no token of the result here)."""
-        limits = self._row_limits(kwargs.pop("logits_processor", None))
+        """Translate a padded batch of source ids (a tensor or lists); returns the generated target ids of each row
+        (no start token), or with `num_return_sequences=n` the n best of each row's beam, row after row, as generate
+        returns them. `translate_ids` does the work, on each row's ids without its padding."""
         rows = input_ids.tolist() if hasattr(input_ids, "tolist") else [list(row) for row in input_ids]
         if attention_mask is not None:
             masks = attention_mask.tolist() if hasattr(attention_mask, "tolist") else attention_mask
             rows = [[i for i, keep in zip(ids, mask) if keep] for ids, mask in zip(rows, masks)]
-        return self.translate_ids(rows, limits, **kwargs)
+        return self.translate_ids(rows, **kwargs)
 
-    def translate_ids(self, rows: list[list[int]], limits: list[int] | None = None, **kwargs) -> list[list[int]]:
+    def translate_ids(self, rows: list[list[int]], **kwargs) -> list[list[int]]:
         """Translate the source ids of each sentence (no padding); returns the target ids of each (no start token),
-        row `i` cut to `limits[i]` tokens where given. `kwargs` are `generate`'s (num_beams, max_new_tokens, ...).
+        or with `num_return_sequences=n` the n best of each row's beam, row after row. `kwargs` are `generate`'s
+        (num_beams, max_new_tokens, max_length_a, ...).
 
-        CTranslate2's one maximum length per call is the longest row's: one call per limit under beam search (a
-        longer allowance may change which hypothesis wins); one call, each row cut to its limit, for greedy search and
-        sampling, which pick each row's tokens alone."""
+        Each row is bounded by its source's length as our model's `generate` bounds it: at most
+        `int(max_length_a * n + max_length_b)` tokens, </s> included, for a source of n tokens, the settings taken
+        from the keywords, else the folder's generation config, else the model's defaults (None turns the bound off);
+        `logits_processor=[SourceLengthBound(bounds, ...)]` bounds the rows too (the </s> that generate forces as its
+        last token is no token of the result here). CTranslate2's one maximum length per call is the longest row's:
+        one call per bound under beam search (a longer allowance may change which hypothesis wins); one call, each
+        row cut to its bound, for greedy search and sampling, which pick each row's tokens alone."""
+        bound = length_bound_setting({name: kwargs.pop(name) for name in LENGTH_BOUND if name in kwargs},
+                                     self.generation_config)
+        bounds = [] if bound is None else [max_target_lengths([len(ids) for ids in rows], *bound)]
+        limits = self._row_limits(kwargs.pop("logits_processor", None), bounds)
+        hypotheses = int(kwargs.pop("num_return_sequences", None) or 1)
         options = self.translate_options(**kwargs)
+        if hypotheses > 1:  # as generate: each row's best `hypotheses` of its beam, one after the other
+            options["num_hypotheses"] = hypotheses
         rows = [[self.source_tokens[i] for i in ids] for ids in rows]
         if limits is None:
-            return self._translate(rows, options)
+            return [ids for row in self._translate(rows, options) for ids in row]
         groups = {}
         for index, limit in enumerate(limits):
             groups.setdefault(limit if options.get("beam_size", 1) > 1 else None, []).append(index)
@@ -235,33 +259,35 @@ class CTranslate2Translator:
         for indices in groups.values():
             longest = max(limits[i] for i in indices)
             group_options = {**options, "max_decoding_length": max(1, min(options["max_decoding_length"], longest))}
-            for i, ids in zip(indices, self._translate([rows[i] for i in indices], group_options)):
-                outputs[i] = ids[: limits[i]]
-        return outputs
+            for i, row in zip(indices, self._translate([rows[i] for i in indices], group_options)):
+                outputs[i] = [ids[: limits[i]] for ids in row]
+        return [ids for row in outputs for ids in row]
 
-    def _translate(self, rows: list[list[str]], options: dict) -> list[list[int]]:
+    def _translate(self, rows: list[list[str]], options: dict) -> list[list[list[int]]]:
+        """The target ids of each hypothesis asked for (`num_hypotheses`, default 1) of each row."""
         try:
             results = self.translator.translate_batch(rows, max_input_length=0, **options)
         except RuntimeError as error:  # e.g. "No position encodings are defined for positions >= 1024, ..."
             raise ValueError(f"CTranslate2 cannot translate this batch: {error}") from None
-        return [[self.target_ids[token] for token in result.hypotheses[0]] for result in results]
+        count = options.get("num_hypotheses", 1)
+        return [[[self.target_ids[token] for token in hypothesis] for hypothesis in result.hypotheses[:count]]
+                for result in results]
 
     @staticmethod
-    def _row_limits(processors) -> list[int] | None:
-        """The most tokens each row's result may have, from a `SourceLengthBound` (its bound less the </s>): the
-        model's, or the copy a saved folder's remote code holds, told by its name and its `bounds`."""
-        if not processors:
-            return None
-        if not all(type(processor).__name__ == "SourceLengthBound" and hasattr(processor, "bounds")
-                   for processor in processors):
+    def _row_limits(processors, bounds: list[list[int]]) -> list[int] | None:
+        """The most tokens each row's result may have (its bound less the </s>), from the `bounds` lists and the
+        `SourceLengthBound`s among `processors` (the model's, or the copy a saved folder's remote code holds, told by
+        its name and its `bounds`), the smallest of each row's; None when nothing bounds the rows."""
+        if processors and not all(type(processor).__name__ == "SourceLengthBound" and hasattr(processor, "bounds")
+                                  for processor in processors):
             raise ValueError("The CTranslate2 engine takes no logits_processor but a SourceLengthBound.")
-        limits = None
-        for processor in processors:
-            bounds = processor.bounds.tolist() if hasattr(processor.bounds, "tolist") else processor.bounds
-            rows = [int(bound) - 1 for bound in bounds]
-            limits = rows if limits is None else [min(a, b) for a, b in zip(limits, rows)]
-        return limits
+        every = [*bounds, *(processor.bounds.tolist() if hasattr(processor.bounds, "tolist") else processor.bounds
+                            for processor in processors or [])]
+        if not every:
+            return None
+        return [min(int(row[i]) for row in every) - 1 for i in range(len(every[0]))]
 
 
-__all__ = ["MAX_POSITIONS", "TOKENIZER_FINGERPRINT", "CTranslate2Translator", "check_tokenizer_fingerprint",
-           "import_ctranslate2", "recorded_max_positions", "write_tokenizer_fingerprint"]
+__all__ = ["LANGUAGES", "MAX_POSITIONS", "TOKENIZER_FINGERPRINT", "CTranslate2Translator",
+           "check_tokenizer_fingerprint", "import_ctranslate2", "recorded_languages", "recorded_max_positions",
+           "write_tokenizer_fingerprint"]

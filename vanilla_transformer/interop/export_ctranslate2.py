@@ -21,7 +21,8 @@ the export is a mapping, written here with CTranslate2's own spec API:
 Sinusoids are written as a table of max(`max_position_embeddings`, 1024) positions (learned positions as the
 `max_position_embeddings` they have); CTranslate2 refuses longer inputs and outputs with an error naming the length.
 config.json records that number under `max_positions` (`ctranslate2_runtime.MAX_POSITIONS`), where the server
-reads its length limit; CTranslate2 ignores the key.
+reads its length limit; CTranslate2 ignores the key. A checkpoint whose model card names its language pair has
+it recorded under `languages` ([source, target]), where `serve` finds it.
 
 The folder holds CTranslate2's model.bin, config.json and vocabularies, the checkpoint's tokenizer files and its
 generation_config.json, whose decoding defaults (beam size, length penalty, maximum length, tokens never to generate)
@@ -38,6 +39,7 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, GenerationConfig
 
+from vanilla_transformer.cards.model_card import card_languages
 from vanilla_transformer.checkpoints.kinds import CheckpointError
 from vanilla_transformer.checkpoints.load import load_checkpoint
 from vanilla_transformer.configuration_vanilla_transformer import ACTIVATIONS
@@ -46,6 +48,7 @@ from vanilla_transformer.files.paths import check_output_folder
 from vanilla_transformer.files.staging import staged_folder
 from vanilla_transformer.interop import QUANTIZATIONS
 from vanilla_transformer.interop.ctranslate2_runtime import (
+    LANGUAGES,
     MAX_POSITIONS,
     import_ctranslate2,
     write_tokenizer_fingerprint,
@@ -293,6 +296,9 @@ def to_ctranslate2(checkpoint_or_model, output_dir: str | os.PathLike, quantizat
     out, checkpoint, inputs, model, tokenizer = export_inputs(checkpoint_or_model, tokenizer, output_dir, overwrite)
 
     spec = model_spec(model)
+    languages = _checkpoint_languages(checkpoint)
+    if languages is not None:
+        spec.config.add_attribute(LANGUAGES, list(languages))
     source, target = vocabularies(tokenizer, model.config)
     spec.register_source_vocabulary(source)
     spec.register_target_vocabulary(target)
@@ -314,6 +320,18 @@ def to_ctranslate2(checkpoint_or_model, output_dir: str | os.PathLike, quantizat
         write_tokenizer_fingerprint(staging, [os.path.basename(path) for path in saved])
         (model.generation_config or _default_generation_config(model)).save_pretrained(staging)
     return out
+
+
+def _checkpoint_languages(checkpoint: Path | None) -> tuple[str, str] | None:
+    """The checkpoint's (source, target) from its model card; None without a card naming them (or one unreadable:
+    the export does not need it)."""
+    if checkpoint is None:
+        return None
+    try:
+        source, target = card_languages(checkpoint)
+    except ValueError:
+        return None
+    return None if source is None else (source, target)
 
 
 def _default_generation_config(model):

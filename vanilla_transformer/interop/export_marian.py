@@ -21,7 +21,9 @@ tensor2tensor wavelengths, a position offset, fairseq's padding-skipping positio
 
 The folder: config.json (`model_type: marian`), model.safetensors, generation_config.json (the checkpoint's decoding
 defaults: beam size, length penalty, maximum length, decoder start token, banned or forced tokens; MarianMTModel itself
-bans no token in transformers 4.57 or 5.x, so the tokens ours generates are the ones it generates), the tokenizer as
+bans no token in transformers 4.57 or 5.x, so the tokens ours generates are the ones it generates; without our
+source-length bound, which MarianMTModel's `generate` does not know: its maximum length bounds a translation), the
+tokenizer as
 tokenizer.json with a tokenizer_config.json naming `PreTrainedTokenizerFast` and the model's input names (4.x and 5.x
 both load it; a converted OPUS-MT checkpoint keeps its `MarianTokenizer` files), and a model card. transformers 4's
 MarianModel cannot load a target vocabulary of another size than the source one (the export warns).
@@ -40,6 +42,7 @@ from transformers import GenerationConfig, MarianConfig, MarianMTModel
 from transformers.activations import ACT2FN
 
 from vanilla_transformer.cards.model_card import hub_id_from_path
+from vanilla_transformer.decoding import LENGTH_BOUND
 from vanilla_transformer.files.staging import staged_folder
 from vanilla_transformer.interop.export_ctranslate2 import (
     SINUSOID_TABLE_ROWS,
@@ -196,7 +199,8 @@ def marian_generation_config(model):
     """Our decoding defaults (the checkpoint's generation config: beam size, length penalty, maximum length, banned or
     forced tokens) with the special tokens of the model's config."""
     source = model.generation_config or GenerationConfig.from_model_config(model.config)
-    generation = GenerationConfig.from_dict(source.to_diff_dict())
+    generation = GenerationConfig.from_dict({name: value for name, value in source.to_diff_dict().items()
+                                             if name not in LENGTH_BOUND})  # settings MarianMTModel does not read
     generation._from_model_config = False  # settings of their own: loaders must not rebuild them from config.json
     for name in SPECIAL_TOKENS:
         value = getattr(model.config, name, None)

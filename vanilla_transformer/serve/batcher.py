@@ -2,7 +2,9 @@
 
 Requests put their sentences on one queue; one thread takes the first waiting sentence, then gathers more for up
 to `wait_s` (or takes what is already queued) while the batch stays within `max_batch_tokens` source tokens, sorts
-the batch by length and makes one engine call. Each request's future is resolved on its event loop when its last
+the batch by length and makes one engine call. A batch holds sentences that ask for the same number of hypotheses
+(1, or the n best for `alternatives`: a wider beam search); a sentence that asks for another number waits for the
+next batch, first in line. Each request's future is resolved on its event loop when its last
 sentence is translated. The engine runs in that one thread, off the event loop, so the server keeps accepting and
 answering while it works.
 
@@ -17,6 +19,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 
 from vanilla_transformer.serve.protocol import loggable
@@ -39,10 +42,10 @@ class _Request:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, count: int):
         self.loop, self.future = loop, loop.create_future()
-        self.results: list[str | None] = [None] * count
+        self.results: list = [None] * count
         self.left, self.finished = count, False
 
-    def deliver(self, index: int, translation: str) -> None:
+    def deliver(self, index: int, translation) -> None:
         if self.finished:
             return
         self.results[index] = translation
@@ -70,6 +73,7 @@ class _Sentence:
     tokens: int
     request: _Request
     index: int
+    hypotheses: int = 1
 
 
 class DynamicBatcher:
@@ -83,7 +87,7 @@ class DynamicBatcher:
         self.engine, self.metrics = engine, metrics
         self.max_batch_tokens, self.wait_s, self.batching = max_batch_tokens, wait_s, batching
         self._queue: queue.Queue = queue.Queue()
-        self._carry = None  # a sentence that did not fit in the last batch: the first of the next
+        self._held: deque = deque()  # sentences taken but left for a later batch, oldest first: taken first
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -97,15 +101,16 @@ class DynamicBatcher:
             self._thread.join()
             self._thread = None
 
-    async def translate(self, sentences: list[str], tokens: list[int], timeout: float) -> list[str]:
-        """The translations of `sentences` (with their token counts), or a `TranslationError`."""
+    async def translate(self, sentences: list[str], tokens: list[int], timeout: float, hypotheses: int = 1) -> list:
+        """The translations of `sentences` (with their token counts), or a `TranslationError`. With `hypotheses` n
+        over 1, each sentence's n best translations (a list, best first) instead of its one."""
         if not sentences:
             return []
         if self._thread is None:
             raise TranslationError(503, "the server is not running its translation engine (starting or stopping)")
         request = _Request(asyncio.get_running_loop(), len(sentences))
         for index, (text, count) in enumerate(zip(sentences, tokens)):
-            self._queue.put(_Sentence(text, count, request, index))
+            self._queue.put(_Sentence(text, count, request, index, hypotheses))
         self.metrics.queued.inc(len(sentences))
         try:
             return await asyncio.wait_for(request.future, timeout)
@@ -130,9 +135,8 @@ class DynamicBatcher:
                     sentence.request.fail(TranslationError(500, "the server failed on this request (see its log)"))
 
     def _take(self, timeout: float | None):
-        if self._carry is not None:
-            item, self._carry = self._carry, None
-            return item
+        if self._held:
+            return self._held.popleft()
         if timeout is None:
             return self._queue.get()
         return self._queue.get(timeout=timeout) if timeout > 0 else self._queue.get_nowait()
@@ -141,7 +145,7 @@ class DynamicBatcher:
         first = self._take(None)
         if first is _STOP:
             return None
-        batch, tokens = [first], first.tokens
+        batch, tokens, passed = [first], first.tokens, []
         deadline = time.monotonic() + self.wait_s
         while self.batching:
             try:
@@ -149,10 +153,14 @@ class DynamicBatcher:
             except queue.Empty:
                 break
             if item is _STOP or tokens + item.tokens > self.max_batch_tokens:
-                self._carry = item
+                passed.append(item)
                 break
+            if item.hypotheses != first.hypotheses:  # another kind of engine call: a later batch
+                passed.append(item)
+                continue
             batch.append(item)
             tokens += item.tokens
+        self._held.extendleft(reversed(passed))  # before those still held: they were taken from there first
         return batch
 
     def _run(self, batch: list[_Sentence]) -> None:
@@ -160,8 +168,10 @@ class DynamicBatcher:
             return
         batch.sort(key=lambda sentence: sentence.tokens, reverse=True)
         started = time.perf_counter()
+        texts, hypotheses = [sentence.text for sentence in batch], batch[0].hypotheses
         try:
-            translations = self.engine.translate([sentence.text for sentence in batch])
+            translations = (self.engine.translate(texts) if hypotheses == 1 else
+                            self.engine.hypotheses(texts, hypotheses))
         except Exception as error:
             self._recover(batch, error)
             return

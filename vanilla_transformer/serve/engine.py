@@ -16,44 +16,31 @@ codes, as `cards.model_card` writes it) unless given.
 
 import copy
 import os
-from pathlib import Path
 
 import torch
-import yaml
-from huggingface_hub import ModelCard
 
-from vanilla_transformer.cards.model_card import LANGUAGE_CODE, LANGUAGE_NAMES
+from vanilla_transformer.cards.model_card import LANGUAGE_CODE, LANGUAGE_NAMES, card_languages
 from vanilla_transformer.checkpoints.kinds import check_folder_kind
 from vanilla_transformer.checkpoints.load import load_checkpoint
-from vanilla_transformer.translate import TRANSLATION_KINDS, translate
-
-
-def card_languages(folder: str | os.PathLike) -> tuple[str | None, str | None]:
-    """(source, target) ISO 639 codes from the model card README.md in `folder`; (None, None) when it has none."""
-    card_path = Path(folder) / "README.md"
-    if not card_path.is_file():
-        return None, None
-    try:
-        languages = ModelCard.load(card_path).data.language
-    except (OSError, ValueError, TypeError, yaml.YAMLError) as error:  # TypeError: front matter not a mapping
-        raise ValueError(f"{card_path} cannot be read as a model card ({' '.join(str(error).split())})") from None
-    if isinstance(languages, str):
-        languages = [languages]
-    if isinstance(languages, list) and len(languages) == 2 and all(isinstance(code, str) for code in languages):
-        return languages[0], languages[1]
-    return None, None
+from vanilla_transformer.interop.ctranslate2_runtime import recorded_languages
+from vanilla_transformer.translate import TRANSLATION_KINDS, translate, translate_hypotheses
 
 
 def model_languages(folder: str | os.PathLike, source_lang: str | None = None,
                     target_lang: str | None = None) -> tuple[str, str]:
-    """The model's (source, target) codes: those given, else its card's; a ValueError saying what to pass if neither."""
-    card_source, card_target = card_languages(folder) if source_lang is None or target_lang is None else (None, None)
+    """The model's (source, target) codes: those given, else its card's (a PyTorch folder) or those its CTranslate2
+    export recorded; a ValueError saying what to pass if none."""
+    card_source, card_target = (None, None)
+    if source_lang is None or target_lang is None:
+        card_source, card_target = card_languages(folder)
+        if card_source is None:
+            card_source, card_target = recorded_languages(folder) or (None, None)
     source, target = source_lang or card_source, target_lang or card_target
     for name, code in (("--source-lang", source), ("--target-lang", target)):
         if code is None:
             raise ValueError(f"{folder} does not say which languages it translates (no README.md model card with "
-                             f"`language: [source, target]`): give {name} (and the other), e.g. --source-lang de "
-                             "--target-lang en")
+                             f"`language: [source, target]`, no `languages` in a CTranslate2 export's config.json): "
+                             f"give {name} (and the other), e.g. --source-lang de --target-lang en")
         if not LANGUAGE_CODE.fullmatch(code):
             raise ValueError(f"{name} {code!r} is not an ISO 639 code (two or three lowercase letters, e.g. en)")
     if source == target:
@@ -123,6 +110,11 @@ class TranslationEngine:
         """The translation of each sentence, in one batch."""
         return translate(self.model, self.tokenizer, sentences, batch_size=max(len(sentences), 1),
                          **self.generate_kwargs)
+
+    def hypotheses(self, sentences: list[str], count: int) -> list[list[str]]:
+        """The `count` best translations of each sentence, best first, in one batch (beam search at least `count`
+        wide: `translate.translate_hypotheses`)."""
+        return translate_hypotheses(self.model, self.tokenizer, sentences, count, **self.generate_kwargs)
 
     def is_usable(self) -> bool:
         """False when the engine cannot translate any more without `restart` (its CTranslate2 model unloaded)."""

@@ -1,4 +1,5 @@
-"""LibreTranslate's /translate request, read and checked: `q`, `source`, `target`, `format`, `api_key`.
+"""LibreTranslate's /translate request, read and checked: `q`, `source`, `target`, `format`, `alternatives`,
+`api_key`.
 
 `read_fields` takes the fields from a JSON object or a form (URL-encoded or multipart), over the query string's;
 `check_request` turns them into a `TranslateRequest` or raises `ApiError` with the status and message a
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from starlette.requests import ClientDisconnect
 
+from vanilla_transformer.cards.model_card import LANGUAGE_CODE
 from vanilla_transformer.serve.limits import BodyTooLarge
 
 FORMATS = ("text", "html")
@@ -35,7 +37,13 @@ class TranslateRequest:
     texts: list[str]
     as_list: bool  # q was a list: answer a list
     format: str
-    auto_source: bool  # source was "auto": answer with detectedLanguage
+    source: str  # a language code, or "auto": answer with detectedLanguage
+    target: str
+    alternatives: int = 0  # alternative translations asked for (0: answer no "alternatives")
+
+    @property
+    def auto_source(self) -> bool:
+        return self.source == "auto"
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -103,20 +111,41 @@ async def read_fields(request) -> dict:
     return fields
 
 
-def _language(fields: dict, name: str, accepted: tuple[str, ...], pair: str) -> str:
+def language_field(fields: dict, name: str) -> str:
+    """The code in field `name` (`source` or `target`), checked to be a code-like string; whether the server
+    translates it is `models.ServedModels.route`'s to say."""
     value = fields.get(name)
     if value is None or value == "":
         raise ApiError(400, f"Invalid request: missing {name} parameter")
     if not isinstance(value, str):
         raise ApiError(400, f"Invalid request: {name} must be a language code string, got {_kind(value)}")
-    if value not in accepted:
-        raise ApiError(400, f"{value} is not supported as {name} language: this server translates {pair}")
+    if not (value == "auto" or LANGUAGE_CODE.fullmatch(value)):
+        shown = value if len(value) <= 20 and value.isprintable() else f"{value[:20]!r}..."
+        raise ApiError(400, f"{shown} is not supported as {name} language (not a language code)")
     return value
 
 
-def check_request(fields: dict, *, source_lang: str, target_lang: str, char_limit: int,
-                  batch_limit: int) -> TranslateRequest:
-    """The checked request, or the `ApiError` of its first problem."""
+def alternatives_field(fields: dict, limit: int) -> int:
+    """`alternatives`: how many other translations to answer (LibreTranslate's field: a number, negative as 0)."""
+    value = fields.get("alternatives", 0)
+    if value is None or value == "":
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ApiError(400, "Invalid request: alternatives parameter is not a number")
+    try:
+        number = int(value)
+    except (ValueError, OverflowError):  # "x", "1.5", inf
+        raise ApiError(400, "Invalid request: alternatives parameter is not a number") from None
+    if isinstance(value, float) and value != number:
+        raise ApiError(400, "Invalid request: alternatives parameter is not a number")
+    number = max(0, number)
+    if number > limit:
+        raise ApiError(400, f"Invalid request: alternatives parameter must be <= {limit}")
+    return number
+
+
+def texts_field(fields: dict, *, char_limit: int, batch_limit: int) -> tuple[list[str], bool]:
+    """(the texts of `q`, whether q was a list), within the limits."""
     q = fields.get("q")
     if q is None:
         raise ApiError(400, "Invalid request: missing q parameter")
@@ -139,14 +168,23 @@ def check_request(fields: dict, *, source_lang: str, target_lang: str, char_limi
     if chars > char_limit:
         raise ApiError(400, f"Invalid request: q has {chars} characters, over this server's limit of {char_limit} "
                             "characters per request")
-    pair = f"{source_lang} into {target_lang}"
-    source = _language(fields, "source", (source_lang, "auto"), pair)
-    _language(fields, "target", (target_lang,), pair)
+    return texts, as_list
+
+
+def check_request(fields: dict, *, char_limit: int, batch_limit: int, alternatives_limit: int = 3) -> TranslateRequest:
+    """The checked request, or the `ApiError` of its first problem."""
+    texts, as_list = texts_field(fields, char_limit=char_limit, batch_limit=batch_limit)
+    source = language_field(fields, "source")
+    target = language_field(fields, "target")
+    if target == "auto":
+        raise ApiError(400, "auto is not supported as target language")
     text_format = fields.get("format") or "text"
     if text_format not in FORMATS:
         shown = text_format if isinstance(text_format, str) else _kind(text_format)
         raise ApiError(400, f"Invalid request: format {shown} is not supported (text or html)")
-    return TranslateRequest(texts=texts, as_list=as_list, format=text_format, auto_source=source == "auto")
+    return TranslateRequest(texts=texts, as_list=as_list, format=text_format, source=source, target=target,
+                            alternatives=alternatives_field(fields, alternatives_limit))
 
 
-__all__ = ["FORMATS", "ApiError", "TranslateRequest", "check_request", "check_unicode", "loggable", "read_fields"]
+__all__ = ["FORMATS", "ApiError", "TranslateRequest", "alternatives_field", "check_request", "check_unicode",
+           "language_field", "loggable", "read_fields", "texts_field"]

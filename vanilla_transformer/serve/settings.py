@@ -16,6 +16,10 @@ class ServeSettings:
     max_batch_tokens: most source tokens in one engine call; batch_wait_ms: how long the batcher waits for more
     sentences after the first one of a batch. batching=False translates one sentence per engine call.
     cors: answer browsers of any origin (CORS headers). log_texts: log the texts of each request, not only sizes.
+    alternatives_limit: most `alternatives` a /translate request may ask for (LibreTranslate's
+    `--alternatives-limit`). frontend_timeout_ms: how long LibreTranslate's web page waits after a keystroke before
+    it translates (`frontendTimeout` of /frontend/settings). files_folder: where translated files are kept for
+    download (None: a folder of the server's own; the worker processes of `--workers` share one).
     """
 
     char_limit: int = 5000
@@ -29,3 +33,6 @@ class ServeSettings:
     batching: bool = True
     cors: bool = True
     log_texts: bool = False
+    alternatives_limit: int = 3
+    frontend_timeout_ms: int = 500
+    files_folder: str | None = None

@@ -3,14 +3,17 @@
 uvicorn's supervisor binds the address once and starts N worker processes that share it (the kernel spreads the
 connections over them); each worker builds its own app with `app_from_environment`, from the description
 `serve_workers` leaves in the environment variable `SPEC_VARIABLE` (a worker is a fresh interpreter). Each worker
-loads its own copy of the model and batches its own requests. SIGTERM to the supervisor stops the workers, each
-answering its requests in flight first.
+loads its own copy of the models and batches its own requests; the translated files of /translate_file are kept in
+one folder for all of them, so that a download reaches its file whichever worker the kernel hands it to. SIGTERM
+to the supervisor stops the workers, each answering its requests in flight first.
 """
 
 import dataclasses
 import json
 import logging
 import os
+import shutil
+import tempfile
 
 from vanilla_transformer.serve.app import create_app
 from vanilla_transformer.serve.engine import TranslationEngine
@@ -28,23 +31,28 @@ def app_from_environment():
     settings = spec["settings"]
     if settings["api_keys"] is not None:
         settings["api_keys"] = frozenset(settings["api_keys"])
-    return create_app(TranslationEngine(**spec["engine"]), ServeSettings(**settings))
+    return create_app([TranslationEngine(**options) for options in spec["engines"]], ServeSettings(**settings))
 
 
-def serve_workers(engine_options: dict, settings, host: str, port: int, workers: int, graceful_s: float,
+def serve_workers(engine_options: list[dict], settings, host: str, port: int, workers: int, graceful_s: float,
                   forwarded_allow_ips: str | None = None) -> None:
-    """Serve with `workers` processes until SIGTERM or Ctrl-C. `engine_options`: `TranslationEngine`'s arguments;
+    """Serve with `workers` processes until SIGTERM or Ctrl-C. `engine_options`: `TranslationEngine`'s arguments,
+    one dict per model;
     `forwarded_allow_ips` as for `server.serve`."""
     import uvicorn
 
-    fields = dataclasses.asdict(settings)
+    files = tempfile.mkdtemp(prefix="vanilla-transformer-files-")  # translated files, for whichever worker is asked
+    fields = dataclasses.asdict(dataclasses.replace(settings, files_folder=files))
     fields["api_keys"] = sorted(settings.api_keys) if settings.api_keys is not None else None
-    os.environ[SPEC_VARIABLE] = json.dumps({"engine": engine_options, "settings": fields})
+    os.environ[SPEC_VARIABLE] = json.dumps({"engines": engine_options, "settings": fields})
     logging.getLogger("vanilla_transformer.serve").info("Serving at http://%s:%d with %d worker processes", host,
                                                         port, workers)
     options = uvicorn_options(forwarded_allow_ips=forwarded_allow_ips, graceful_s=graceful_s)
-    uvicorn.run("vanilla_transformer.serve.workers:app_from_environment", factory=True, host=host, port=port,
-                workers=workers, **options)
+    try:
+        uvicorn.run("vanilla_transformer.serve.workers:app_from_environment", factory=True, host=host, port=port,
+                    workers=workers, **options)
+    finally:
+        shutil.rmtree(files, ignore_errors=True)
 
 
 __all__ = ["SPEC_VARIABLE", "app_from_environment", "serve_workers"]

@@ -24,6 +24,7 @@ from transformers import AutoConfig, HfArgumentParser
 
 from vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer.cli.options import UsageError
+from vanilla_transformer.training.augmentation import parse_augment
 from vanilla_transformer.training.budget import PLACEHOLDER_MAX_STEPS, SCHEDULES
 from vanilla_transformer.training.option_table import (
     cached_table,
@@ -72,6 +73,12 @@ class DataArguments:
         "help": "BPE-dropout (Provilkov et al. 2020): while training, each BPE merge is skipped with this "
                 "probability, so the training sentences are segmented anew every time (0.1 in the paper; 0: off). "
                 "Needs a fast BPE tokenizer (the one trained on the data is); evaluation is not affected."})
+    augment: str | None = field(default=None, metadata={
+        "help": "Change training pairs on the fly, after OpusTrainer's modifiers: NAME=PROBABILITY items separated by "
+                "commas, e.g. 'upper=0.05,title=0.05,typos=0.02,noise=0.01'. upper/title: both sides upper-/title-"
+                "cased, drawn per batch; typos: typing errors in the source only, per pair; noise: a pair of random "
+                "words (the same on both sides) added beside a pair. Deterministic with --seed; off by default "
+                "(training/augmentation.py, docs/train.md)."})
     streaming: bool = field(default=False, metadata={
         "help": "Read, tokenize and clean the training text files on the fly while training (nothing cached; needs "
                 "--max_steps or --max_train_minutes): for a corpus one does not want copied into the cache. Without "
@@ -115,6 +122,8 @@ class DataArguments:
         "help": "With --watch_steps: how many validation sentences (the first ones) to record."})
 
     def __post_init__(self):
+        if self.augment is not None:
+            parse_augment(self.augment)  # ValueError: one line naming the item
         if not (0.0 <= self.bpe_dropout < 1.0):  # also NaN
             raise ValueError(f"--bpe_dropout must be at least 0 and below 1, got {self.bpe_dropout}")
         for name in ("tokenizer_sample_lines", "shuffle_buffer_pairs", "maxi_batch_pairs"):

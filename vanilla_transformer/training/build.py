@@ -10,6 +10,7 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, DataC
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 from vanilla_transformer.cli.options import UsageError
+from vanilla_transformer.training.augmentation import augmenting_collator
 from vanilla_transformer.training.context import RunContext, RunData
 from vanilla_transformer.training.corpus_cache import sample_texts
 from vanilla_transformer.training.data_sources import (
@@ -263,10 +264,12 @@ def build_trainer(context: RunContext):
     if eval_dataset is not None:
         compute_metrics = bleu_metric(tokenizer, texts["validation"]["target"], data_args.bleu_tokenize)
     context.state.examples = example_sentences(texts)
+    collator = DataCollatorForSeq2Seq(tokenizer, model=context.model, label_pad_token_id=-100)
     trainer = TranslationTrainer(
         model=context.model,
         args=training_args,
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=context.model, label_pad_token_id=-100),
+        data_collator=collator,
+        train_collator=augmenting_collator(collator, tokenizer, data_args, training_args),  # --augment, else None
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         processing_class=tokenizer,

@@ -4,6 +4,7 @@ table (`training_summary`)."""
 import os
 from dataclasses import dataclass, field
 
+from vanilla_transformer.training.augmentation import describe_augment, parse_augment
 from vanilla_transformer.training.budget import BudgetPlan
 from vanilla_transformer.training.precision import precision_in_use
 from vanilla_transformer.training.text_corpus import TextCorpus
@@ -75,6 +76,8 @@ def training_summary(context, *, training_pairs: int, metrics: dict) -> dict:
             and not data_args.no_clean else "none (--no_clean)")
         if corpus.tokenizer_sample:
             summary["tokenizer"] = f"BPE vocabulary trained on {corpus.tokenizer_sample}"
+    if data_args.augment and any(parse_augment(data_args.augment).values()):
+        summary["augmentation"] = describe_augment(parse_augment(data_args.augment))
     if data_args.bpe_dropout:
         summary["BPE-dropout"] = f"{data_args.bpe_dropout:g} (Provilkov et al. 2020; training only)"
     if state.budget:

@@ -24,6 +24,7 @@ from transformers import TrainerState, set_seed
 from vanilla_transformer.extras import check_extra
 from vanilla_transformer.files import writing_errors
 from vanilla_transformer.training.arguments import parse_arguments, precision_question
+from vanilla_transformer.training.augmentation import parse_augment
 from vanilla_transformer.training.average_checkpoints import saved_weights
 from vanilla_transformer.training.build import (
     build_model,
@@ -105,6 +106,7 @@ def run(data_args, model_args, training_args, callbacks=None) -> dict:
         if trainer.time_budget is not None:
             state.budget = trainer.time_budget.plan
         state.averaged = average_last_checkpoints(trainer, training_args)
+        metrics["averaged_checkpoints"] = state.averaged  # all_results.json: what the final weights are
         staging = final_staging_folder(training_args)
         evaluated_split, scores = evaluate(context, staging)
         if evaluated_split is not None:
@@ -117,6 +119,8 @@ def run(data_args, model_args, training_args, callbacks=None) -> dict:
             metrics["time_budget"] = state.budget.card_entry()
         if data.corpus is not None:
             metrics.update(data.corpus.report())
+        if data_args.augment:  # the probabilities of --augment (training/augmentation.py)
+            metrics["augmentation"] = parse_augment(data_args.augment)
         training_pairs = data.corpus.pairs_used if data.corpus is not None else len(context.tokenized["train"])
         state.training_summary = training_summary(context, training_pairs=training_pairs, metrics=metrics)
         save(trainer, training_args, metrics, staging)

@@ -188,6 +188,22 @@ class EpochForTokenBatches(TrainerCallback):
             self.sampler.set_epoch(state.global_step // steps_per_epoch)
 
 
+class EpochForCollator(TrainerCallback):
+    """Tells a collator that draws anew every epoch (training.augmentation.AugmentingCollator) which epoch starts,
+    derived from the step count as `EpochForTokenBatches` does (0 for a stream, which has no length)."""
+
+    def __init__(self, collator):
+        self.collator = collator
+
+    def on_epoch_begin(self, args, state, control, train_dataloader=None, **kwargs):
+        try:
+            batches = len(train_dataloader)
+        except TypeError:  # a stream: one endless epoch
+            batches = 0
+        steps_per_epoch = max(math.ceil(batches / args.gradient_accumulation_steps), 1)
+        self.collator.set_epoch(state.global_step // steps_per_epoch if batches else 0)
+
+
 class TimeLimit(TrainerCallback):
     """Stops training once `minutes` of wall-clock time have passed, saving a checkpoint of the last step (a run
     with both --max_steps and --max_train_minutes: the schedule is --max_steps', the clock only stops it)."""
@@ -224,9 +240,11 @@ class TranslationTrainer(Seq2SeqTrainer):
 
     `train_lengths`: (source lengths, target lengths) of the training pairs where the caller already has them (the
     cached corpus reads them once from its Arrow columns); otherwise the sampler reads them from the dataset.
+    `train_collator`: collates the training batches where they differ from the evaluation's (`data_collator`): the
+    run's `--augment` (training/augmentation.py).
     """
 
-    def __init__(self, *args, run_state=None, train_lengths=None, **kwargs):
+    def __init__(self, *args, run_state=None, train_lengths=None, train_collator=None, **kwargs):
         training_args = kwargs.get("args", args[1] if len(args) > 1 else None)
         if kwargs.get("compute_loss_func") is None and training_args is not None:
             kwargs["compute_loss_func"] = LabelSmoothedCrossEntropy(epsilon=training_args.label_smoothing_factor)
@@ -235,6 +253,9 @@ class TranslationTrainer(Seq2SeqTrainer):
             raise ValueError("TranslationTrainingArguments.learning_rate is None: give a learning rate (training.train "
                              "settles it from the preset or the paper's formula while parsing).")
         self.run_state = run_state  # training.train.RunState: what the model card says about the run
+        self.train_collator = train_collator  # collates the training batches (evaluation: data_collator)
+        if hasattr(train_collator, "set_epoch"):  # training.augmentation.AugmentingCollator
+            self.add_callback(EpochForCollator(train_collator))
         self.token_batch_sampler = None
         self.streams_batches = isinstance(self.train_dataset, torch.utils.data.IterableDataset)
         if self.args.max_tokens and self.train_dataset is not None and not self.streams_batches:
@@ -359,11 +380,20 @@ class TranslationTrainer(Seq2SeqTrainer):
             self.state.best_model_checkpoint = run_dir + self.state.best_model_checkpoint[len(holder):]
 
     def get_train_dataloader(self) -> DataLoader:
+        collator = self.train_collator or self.data_collator
         if self.streams_batches:  # training.streaming.StreamingTokenBatches: whole batches, this process's share
-            return DataLoader(self.train_dataset, batch_size=None, collate_fn=self.data_collator, num_workers=0,
+            return DataLoader(self.train_dataset, batch_size=None, collate_fn=collator, num_workers=0,
                               pin_memory=self.args.dataloader_pin_memory)
         if self.token_batch_sampler is None:
-            return super().get_train_dataloader()
+            if self.train_collator is None:
+                return super().get_train_dataloader()
+            # the Trainer's own loader reads self.data_collator (it has no argument for it): the training collator
+            # for the time it is built
+            evaluation_collator, self.data_collator = self.data_collator, self.train_collator
+            try:
+                return super().get_train_dataloader()
+            finally:
+                self.data_collator = evaluation_collator
         dataset = self.train_dataset
         workers = self.args.dataloader_num_workers
         if hasattr(dataset, "column_names"):  # a datasets.Dataset
@@ -374,7 +404,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         dataloader = DataLoader(
             dataset,
             batch_sampler=self.token_batch_sampler,
-            collate_fn=self.data_collator,
+            collate_fn=collator,
             num_workers=workers,
             pin_memory=self.args.dataloader_pin_memory,
             persistent_workers=self.args.dataloader_persistent_workers and workers > 0,

@@ -5,12 +5,13 @@
     translate(model, tokenizer, ["Two dogs play in the snow."], num_beams=4)
 
 Decoding follows the model's `generation_config` (the paper's beam 4, length penalty 0.6) unless the keyword
-arguments say otherwise, and each translation is bounded by its source's length: at most `max_length_a * n +
-max_length_b` tokens for a source of n tokens (`decoding.max_target_lengths`, fairseq's `--max-len-a` /
-`--max-len-b`), unless `max_new_tokens` or `max_length` fixes the length instead. `translate_chunks` translates an
+arguments say otherwise, and each translation is bounded by its source's length as the model's `generate` bounds it:
+at most `max_length_a * n + max_length_b` tokens for a source of n tokens (fairseq's `--max-len-a` / `--max-len-b`;
+the folder's generation config, or the keywords, set them; `max_length_a=None` turns the bound off). A
+`CTranslate2Translator` applies the same bound from its folder's generation config. `translate_chunks` translates an
 iterable of lines chunk by chunk (a corpus of millions of lines in flat memory); each chunk is sorted by length into
-batches and comes back in its own order. Folders are opened by `checkpoints.load.load_checkpoint`; the command is
-`cli/translate.py`.
+batches and comes back in its own order; `translate_hypotheses` gives each sentence's n best. Folders are opened by
+`checkpoints.load.load_checkpoint`; the command is `cli/translate.py`.
 
 A batch goes to CTranslate2 for a `CTranslate2Translator` (a folder written by `vanilla-transformer export
 ctranslate2`), which needs neither torch nor transformers' model code, and to the model's `generate` otherwise
@@ -24,9 +25,8 @@ from itertools import islice
 from tqdm.auto import tqdm
 
 from vanilla_transformer.checkpoints.load import ENGINES, load_checkpoint
-from vanilla_transformer.decoding import MAX_LENGTH_A, MAX_LENGTH_B, check_generation_parameters, max_target_lengths
+from vanilla_transformer.decoding import LENGTH_BOUND, check_generation_parameters, length_bound_setting
 from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator, import_ctranslate2
-from vanilla_transformer.translate.lengths import row_bounds
 
 TRANSLATION_KINDS = ("seq2seq", "ctranslate2")
 CHUNK_SIZE = 4096  # lines read, sorted by length and translated together by `translate_chunks`
@@ -54,17 +54,15 @@ def translate(
     *,
     batch_size: int = 32,
     progress: bool = False,
-    max_length_a: float = MAX_LENGTH_A,
-    max_length_b: float = MAX_LENGTH_B,
     **generate_kwargs,
 ) -> list[str]:
     """Translate `texts` in batches of `batch_size` sentences; returns one single-line string per input text.
 
     Sentences are batched by token length (less padding) and returned in their original order. A blank text gives
-    an empty translation without running the model. Each translation takes at most `max_length_a * n +
-    max_length_b` tokens for a source of n tokens (its </s> included), within the generation config's maximum,
-    unless `generate_kwargs` fix `max_new_tokens` or `max_length`. `generate_kwargs` go to `model.generate`
-    (num_beams, max_new_tokens, length_penalty, do_sample, top_k, temperature, ...). `progress=True` shows a tqdm bar
+    an empty translation without running the model. `generate_kwargs` go to `model.generate` (num_beams,
+    max_new_tokens, length_penalty, do_sample, top_k, temperature, max_length_a, max_length_b, ...): each
+    translation takes at most `max_length_a * n + max_length_b` tokens for a source of n tokens (its </s>
+    included), and at most `max_new_tokens` or the generation config's maximum. `progress=True` shows a tqdm bar
     on stderr. `model` is our model or an `ctranslate2_runtime.CTranslate2Translator` (see
     `load_model_and_tokenizer`).
     """
@@ -72,8 +70,7 @@ def translate(
     translations = []
     with progress_bar(len(texts), show=progress) as bar:
         for chunk in translate_chunks(model, tokenizer, texts, chunk_size=max(len(texts), 1), batch_size=batch_size,
-                                      max_length_a=max_length_a, max_length_b=max_length_b, bar=bar,
-                                      **generate_kwargs):
+                                      bar=bar, **generate_kwargs):
             translations.extend(chunk)
     return translations
 
@@ -85,8 +82,6 @@ def translate_chunks(
     *,
     chunk_size: int = CHUNK_SIZE,
     batch_size: int = 32,
-    max_length_a: float = MAX_LENGTH_A,
-    max_length_b: float = MAX_LENGTH_B,
     seed: int | None = None,
     first_chunk: int = 0,
     bar: tqdm | None = None,
@@ -103,16 +98,37 @@ def translate_chunks(
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     check_generation_parameters(model.generation_config, generate_kwargs)
-    bounded = not {"max_new_tokens", "max_length"} & {k for k, v in generate_kwargs.items() if v is not None}
-    max_target_lengths([], max_length_a, max_length_b)  # checks them
+    length_bound_setting({name: generate_kwargs[name] for name in LENGTH_BOUND if name in generate_kwargs},
+                         model.generation_config)  # a value that cannot work fails before the first chunk
     lines = iter(lines)
     index = first_chunk
     while chunk := list(islice(lines, chunk_size)):
         if seed is not None:
             manual_seed(model, seed + index)
-        bound = (max_length_a, max_length_b) if bounded else None
-        yield _translate_chunk(model, tokenizer, chunk, batch_size, bound, generate_kwargs, bar)
+        yield _translate_chunk(model, tokenizer, chunk, batch_size, generate_kwargs, bar)
         index += 1
+
+
+def translate_hypotheses(model, tokenizer, texts: list[str], count: int, **generate_kwargs) -> list[list[str]]:
+    """The `count` best translations of each of `texts` (one batch), best first: beam search at least `count`
+    wide (the model's own beam when wider) returns each text's `count` best hypotheses, each bounded by its source's
+    length by the engine (the model's `generate`, or CTranslate2 without torch) as `translate`'s one translation
+    is. A blank text gives `count` empty ones. Fewer distinct hypotheses than `count` can come back the same text
+    twice."""
+    if count < 1:
+        raise ValueError(f"count must be at least 1, got {count}")
+    beams = max(count, generate_kwargs.pop("num_beams", None) or model.generation_config.num_beams or 1)
+    generate_kwargs = {**generate_kwargs, "num_beams": beams, "num_return_sequences": count, "do_sample": False}
+    check_generation_parameters(model.generation_config, generate_kwargs)
+    results = [[""] * count for _ in texts]
+    todo = [i for i, text in enumerate(texts) if text.strip()]
+    if not todo:
+        return results
+    output_ids = _generate_batch(model, tokenizer, tokenizer([texts[i] for i in todo])["input_ids"], generate_kwargs)
+    decoded = [" ".join(text.splitlines()) for text in tokenizer.batch_decode(output_ids, skip_special_tokens=True)]
+    for row, i in enumerate(todo):
+        results[i] = decoded[row * count:(row + 1) * count]
+    return results
 
 
 def progress_bar(total: int | None, *, initial: int = 0, show: bool = True) -> tqdm:
@@ -131,8 +147,8 @@ def manual_seed(model, seed: int) -> None:
         pytorch.seed(seed)
 
 
-def _translate_chunk(model, tokenizer, texts: list[str], batch_size: int, bound: tuple[float, float] | None,
-                     generate_kwargs: dict, bar: tqdm | None) -> list[str]:
+def _translate_chunk(model, tokenizer, texts: list[str], batch_size: int, generate_kwargs: dict,
+                     bar: tqdm | None) -> list[str]:
     """One chunk: its non-blank texts sorted by token length into batches, translated, and put back in order."""
     translations = [""] * len(texts)
     todo = [i for i, text in enumerate(texts) if text.strip()]
@@ -143,7 +159,7 @@ def _translate_chunk(model, tokenizer, texts: list[str], batch_size: int, bound:
         bar.update(len(texts) - len(todo))  # blank lines
     for start in range(0, len(todo), batch_size):
         batch = todo[start : start + batch_size]
-        output_ids = _generate_batch(model, tokenizer, [ids_of[i] for i in batch], bound, generate_kwargs)
+        output_ids = _generate_batch(model, tokenizer, [ids_of[i] for i in batch], generate_kwargs)
         for i, text in zip(batch, tokenizer.batch_decode(output_ids, skip_special_tokens=True)):
             translations[i] = " ".join(text.splitlines())  # one line out per line in
         if bar is not None:
@@ -151,28 +167,16 @@ def _translate_chunk(model, tokenizer, texts: list[str], batch_size: int, bound:
     return translations
 
 
-def _generate_batch(model, tokenizer, rows: list[list[int]], bound: tuple[float, float] | None,
-                    generate_kwargs: dict):
-    """The generated ids of each row of source ids, each bounded by `bound` ((a, b), or None): by CTranslate2 for a
-    `CTranslate2Translator`, without torch; by the model's `generate` otherwise (`translate.pytorch`)."""
-    if not isinstance(model, CTranslate2Translator):
-        from vanilla_transformer.translate import pytorch  # a torch model: torch is imported already
-
-        return pytorch.generate_batch(model, tokenizer, rows, bound, generate_kwargs)
-    if bound is None:
+def _generate_batch(model, tokenizer, rows: list[list[int]], generate_kwargs: dict):
+    """The generated ids of each row of source ids (one list of ids per row, or `num_return_sequences` per row, row
+    after row), each bounded by its source's length by the engine: by CTranslate2 for a `CTranslate2Translator`,
+    without torch; by the model's `generate` otherwise (`translate.pytorch`)."""
+    if isinstance(model, CTranslate2Translator):
         return model.translate_ids(rows, **generate_kwargs)
-    bounds, max_new_tokens = row_bounds(model.generation_config, [len(ids) for ids in rows], *bound)
-    # the row limits of generate's SourceLengthBound: the bound less the </s> generate forces as the last token
-    return model.translate_ids(rows, [limit - 1 for limit in bounds], **generate_kwargs, max_new_tokens=max_new_tokens)
+    from vanilla_transformer.translate import pytorch  # a torch model: torch is imported already
+
+    return pytorch.generate_batch(model, tokenizer, rows, generate_kwargs)
 
 
-def __getattr__(name: str):
-    if name == "length_bound":  # the keywords of a PyTorch model's generate: torch
-        from vanilla_transformer.translate import pytorch
-
-        return pytorch.length_bound
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["CHUNK_SIZE", "ENGINES", "length_bound", "load_model", "load_model_and_tokenizer", "manual_seed",
-           "progress_bar", "translate", "translate_chunks"]
+__all__ = ["CHUNK_SIZE", "ENGINES", "load_model", "load_model_and_tokenizer", "manual_seed",
+           "progress_bar", "translate", "translate_chunks", "translate_hypotheses"]

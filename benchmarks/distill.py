@@ -1,0 +1,152 @@
+"""Sequence-level knowledge distillation on Multi30k En->De (not a test): `vanilla-transformer distill` with a given
+teacher, and the same student trained on the original pairs for the same minutes.
+
+    python benchmarks/distill.py --teacher outputs/multi30k --minutes 30              # print the table
+    python benchmarks/distill.py --teacher outputs/multi30k --minutes 30 --write      # and into RESULTS.md
+    python benchmarks/distill.py --teacher T --preset multi30k-student -- --encoder-layers 4 --decoder-layers 2
+
+Two runs of the student preset (`--preset`, default `multi30k-student`), each with a time budget of `--minutes`:
+
+- distilled: `vanilla-transformer distill --teacher T` on Multi30k's train.en (the teacher translates it with its own
+  beam search), validation val.{en,de}, test test_2016_flickr.{en,de}; its report.md compares teacher and student;
+- original: the recipe on the original pairs train.{en,de}, the same options, exported to CTranslate2 int8 as distill
+  exports its student, and measured the same way (`training.distill.timed`, `translation_scores`).
+
+The table: BLEU and chrF on val and test2016 (CTranslate2 int8), sentences/s (int8, beam as each model's
+generation_config, 1 thread and every thread), parameters and size of the int8 export, for the teacher and the two
+students. Everything lives in `--out` (default outputs/distill-benchmark): a benchmark stopped midway continues where
+it was when run again with the same options. Multi30k is found beside the checkout (../shared/data/multi30k) or
+beside its folder of worktrees, as the other benchmarks find it; `--data` overrides. The extra recipe options after
+`--` go to both students.
+"""
+
+import argparse
+import json
+import os
+import sys
+from datetime import date
+from pathlib import Path
+
+if not __package__:  # run as `python benchmarks/NAME.py`: put the checkout on sys.path
+    import checkout  # noqa: F401
+
+from benchmarks.checkout import ROOT  # noqa: E402
+
+SECTION = "## Distillation: Multi30k En->De"
+DATA = next((folder / "shared" / "data" / "multi30k" for folder in (ROOT.parent, ROOT.parent.parent)
+             if (folder / "shared" / "data" / "multi30k").is_dir()), ROOT.parent / "shared" / "data" / "multi30k")
+FILES = {"train": ("train.en", "train.de"), "validation": ("val.en", "val.de"),
+         "test": ("test_2016_flickr.en", "test_2016_flickr.de")}
+
+
+def recipe_options(args) -> list[str]:
+    return ["--preset", args.preset, "--max-train-minutes", f"{args.minutes:g}", *args.recipe]
+
+
+def distilled(args, data: Path, out: Path) -> dict:
+    """The chain (resumed when stopped); its report.json."""
+    from vanilla_transformer.cli.main import main as command_line
+
+    files = {split: [str(data / name) for name in names] for split, names in FILES.items()}
+    command_line(["distill", "--teacher", args.teacher, "--out", str(out / "distilled"),
+                  "--train-source", files["train"][0], "--validation-source", files["validation"][0],
+                  "--validation-target", files["validation"][1], "--test-source", files["test"][0],
+                  "--test-target", files["test"][1], "--", *recipe_options(args)])
+    return json.loads((out / "distilled" / "report.json").read_text(encoding="utf-8"))
+
+
+def original(args, data: Path, out: Path, bleu_tokenize: str) -> dict:
+    """The same student on the original pairs (resumed when stopped), exported to int8 and measured as distill
+    measures its student (BLEU with the distillation's tokenization: the preset's)."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from vanilla_transformer.cli.main import main as command_line
+    from vanilla_transformer.files import read_text_lines
+    from vanilla_transformer.training.distill import Distillation, export, folder_bytes, parameters, timed, write_json
+    from vanilla_transformer.training.metrics import translation_scores
+
+    folder, results = out / "original", out / "original.json"
+    if results.is_file():
+        return json.loads(results.read_text(encoding="utf-8"))
+    if not (folder / "all_results.json").is_file():
+        resume = ["--resume-from-checkpoint", "true"] if folder.is_dir() and get_last_checkpoint(str(folder)) else []
+        command_line(["train", *recipe_options(args), "--train-source", str(data / FILES["train"][0]),
+                      "--train-target", str(data / FILES["train"][1]), "--output-dir", str(folder), *resume])
+    exported = export(str(folder), str(out / "original-ct2"), "int8")
+    measuring = Distillation(teacher=args.teacher, out=str(out), train_source=str(data / FILES["train"][0]))
+    entry = {"parameters": parameters(str(folder)), "size_bytes": folder_bytes(exported), "scores": {}, "speed": {}}
+    for split in ("validation", "test"):
+        sources, references = (read_text_lines(str(data / name), name) for name in FILES[split])
+        for threads in measuring.thread_counts if split == "test" else measuring.thread_counts[-1:]:
+            output = str(out / f"original.int8.{split}.txt")
+            speed = timed(measuring, exported, "int8", threads, sources, output)
+            if split == "test":
+                entry["speed"][str(threads)] = speed
+        entry["scores"][split] = translation_scores(read_text_lines(output, "translations"), references,
+                                                   bleu_tokenize)
+    write_json(str(results), entry)
+    return entry
+
+
+def table(args, report: dict, baseline: dict) -> str:
+    from benchmarks.report import machine_description, software_versions
+
+    rows = {"teacher": (report["teacher"], report["models"]["teacher"]["int8"]),
+            "student on the teacher's translations": (report["student"], report["models"]["student"]["int8"]),
+            "student on the original pairs": (baseline, baseline)}
+    threads = report["threads"]
+    header = ["model", "parameters", "int8 size", "BLEU val", "chrF val", "BLEU test2016", "chrF test2016",
+              *[f"sent/s, {n} thread{'s' if n > 1 else ''}" for n in threads]]
+    lines = [SECTION, "", f"Measured {date.today().isoformat()} on {machine_description()}; {software_versions()}.",
+             f"Command: `python benchmarks/distill.py {' '.join(sys.argv[1:])}`", "",
+             f"Teacher `{args.teacher}`; both students: `--preset {args.preset}` with a {args.minutes:g}-minute "
+             "budget" + (f" and `{' '.join(args.recipe)}`" if args.recipe else "") + ". Translated by CTranslate2 "
+             f"in int8, each model's own beam search; sacreBLEU ({report['bleu_tokenize']} tokenization) and chrF.", "",
+             "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for name, (facts, measured) in rows.items():
+        size = facts["size_bytes"] if isinstance(facts["size_bytes"], int) else facts["size_bytes"].get(
+            "ctranslate2 int8", facts["size_bytes"].get("ctranslate2 (as given)"))
+        scores = [f"{measured['scores'][split][metric]:.2f}" for split in ("validation", "test")
+                  for metric in ("bleu", "chrf")]
+        speeds = [f"{measured['speed'][str(n)]['sentences_per_second']:.1f}" for n in threads]
+        parameters = f"{facts['parameters']:,}" if facts["parameters"] else "unknown"
+        lines.append("| " + " | ".join([name, parameters, f"{size / 1e6:.1f} MB", *scores, *speeds]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument("--teacher", required=True, help="the teacher: a trained folder or its CTranslate2 export")
+    parser.add_argument("--data", default=str(DATA), help=f"the Multi30k folder (default {DATA})")
+    parser.add_argument("--out", default=str(ROOT / "outputs" / "distill-benchmark"),
+                        help="the benchmark's folder (default outputs/distill-benchmark)")
+    parser.add_argument("--preset", default="multi30k-student", help="the students' preset (default multi30k-student)")
+    parser.add_argument("--minutes", type=float, default=30.0, help="each student's time budget (default 30)")
+    parser.add_argument("--write", action="store_true", help="replace this benchmark's section of RESULTS.md")
+    parser.add_argument("recipe", nargs=argparse.REMAINDER, metavar="-- RECIPE OPTIONS",
+                        help="more recipe options for both students, after --")
+    args = parser.parse_args(argv)
+    args.recipe = args.recipe[1:] if args.recipe[:1] == ["--"] else args.recipe
+    if not args.minutes > 0:
+        parser.error(f"--minutes must be positive, got {args.minutes}")
+    data = Path(args.data)
+    missing = [name for names in FILES.values() for name in names if not (data / name).is_file()]
+    if missing:
+        parser.error(f"--data {data} lacks {', '.join(missing)}")
+    if not os.path.isdir(args.teacher):
+        parser.error(f"--teacher folder not found: {args.teacher}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = distilled(args, data, out)
+    text = table(args, report, original(args, data, out, report["bleu_tokenize"]))
+    print("\n" + text)
+    if args.write:
+        from benchmarks.report import write_section
+
+        write_section(SECTION, text)
+
+
+if __name__ == "__main__":
+    main()

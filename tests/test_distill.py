@@ -1,0 +1,520 @@
+"""`vanilla-transformer distill`: a tiny teacher distilled into a tiny student on number words.
+
+Each stage's output is checked against what it should be (the teacher's translations against the teacher translating
+each sentence alone, the student's weights against the mean of its last checkpoints read from the files, the report's
+scores against sacreBLEU run on the translation files); a chain stopped at every stage (fault injection, and a
+SIGKILL of the command in a subprocess) resumes without translating a line twice and ends with the same files as a
+chain run straight through; and bad input is one line, before anything is written."""
+
+import errno
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from helpers import REPO_ROOT, run_main
+from translation_fixtures import tiny_tokenizer, tiny_translator
+from vanilla_transformer import translate as translate_module
+from vanilla_transformer.cli.main import main
+
+pytest.importorskip("ctranslate2")
+pytest.importorskip("datasets")
+
+ERROR = "vanilla-transformer distill: error: "
+# the student: a demo-preset run of a few steps, checkpoints every 2 steps, the last 2 averaged
+STUDENT = ["--preset", "demo", "--d_model", "32", "--encoder_layers", "2", "--decoder_layers", "1",
+           "--attention_heads", "4", "--ffn_dim", "64", "--vocab_size", "120", "--max_tokens", "200",
+           "--config_overrides", "max_position_embeddings=64", "--report_to", "none", "--disable_tqdm", "true",
+           "--num_sample_translations", "0", "--warmup_steps", "1", "--max_steps", "6", "--save_steps", "2",
+           "--average_last_n_checkpoints", "2", "--watch_steps", "0"]
+CHUNK = 5  # the teacher's pass translates this many lines per chunk in these tests (a few chunks per corpus)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A teacher (a tiny random translator whose card says en -> de, beam 2) and number words: train, val, test."""
+    from vanilla_transformer.cards.model_card import save_for_hub
+    from vanilla_transformer.training.numbers import number_translation_splits
+
+    root = tmp_path_factory.mktemp("distill-files")
+    model = tiny_translator(seed=1)
+    model.generation_config.num_beams = 2
+    model.generation_config.max_length = 12  # a random model writes to its maximum: keep it short
+    save_for_hub(model, tiny_tokenizer(), root / "teacher", source_lang="en", target_lang="de")
+    splits = number_translation_splits(train_size=24, validation_size=6, test_size=6, seed=5)
+    for split, name in (("train", "train"), ("validation", "val"), ("test", "test")):
+        (root / f"{name}.en").write_text("\n".join(splits[split]["source"]) + "\n", encoding="utf-8")
+        (root / f"{name}.de").write_text("\n".join(splits[split]["target"]) + "\n", encoding="utf-8")
+    return root
+
+
+def command(files, out, *, teacher=None, threads="1", student=STUDENT) -> list[str]:
+    return ["distill", "--teacher", str(teacher or files / "teacher"), "--out", str(out),
+            "--train-source", str(files / "train.en"), "--validation-source", str(files / "val.en"),
+            "--validation-target", str(files / "val.de"), "--test-source", str(files / "test.en"),
+            "--test-target", str(files / "test.de"), "--threads", threads, "--", *student]
+
+
+TRANSLATE_CHUNK = translate_module._translate_chunk  # unpatched, whatever a test patched before
+
+
+class Stop(BaseException):
+    """A kill at a chosen point: not an Exception, so no handler of the command turns it into an error line."""
+
+
+class Counted:
+    """Every line the teacher's pass translates (the PyTorch teacher's chunks; the report translates with
+    CTranslate2), and a Stop raised before the chunk numbered `stop_at` (counted from 1)."""
+
+    def __init__(self, monkeypatch, stop_at: int | None = None):
+        from vanilla_transformer import translate
+        from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator
+
+        self.lines, self.chunks, original = [], 0, TRANSLATE_CHUNK
+
+        def counting(model, tokenizer, texts, *args, **kwargs):
+            if not isinstance(model, CTranslate2Translator):
+                self.chunks += 1
+                if stop_at is not None and self.chunks >= stop_at:
+                    raise Stop(f"stopped before chunk {self.chunks}")
+                self.lines.extend(texts)
+            return original(model, tokenizer, texts, *args, **kwargs)
+
+        monkeypatch.setattr(translate, "_translate_chunk", counting)
+        monkeypatch.setattr(translate, "CHUNK_SIZE", CHUNK)
+
+
+def stop_after_teacher(monkeypatch):
+    """The chain stops where the student's training would start."""
+    from vanilla_transformer.training import distill
+
+    def stop(d):
+        raise Stop("stopped before the student")
+
+    monkeypatch.setattr(distill, "train_student", stop)
+
+
+def lines(path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def translated_alone(folder, sources) -> list[str]:
+    """The oracle of the teacher's pass: each sentence translated alone (batch of one), by the folder's engine."""
+    from vanilla_transformer.translate import load_model_and_tokenizer, translate
+
+    model, tokenizer = load_model_and_tokenizer(str(folder), "cpu")
+    return [translate(model, tokenizer, [source], batch_size=1)[0] for source in sources]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The teacher's pass (fast: the chain stops before the student)
+
+
+@pytest.mark.parametrize("engine", ["pytorch", "ctranslate2"])
+def test_the_teachers_pass_is_the_teacher_translating_each_line(files, tmp_path, monkeypatch, capsys, engine):
+    teacher = files / "teacher"
+    if engine == "ctranslate2":
+        from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
+
+        teacher = to_ctranslate2(str(teacher), tmp_path / "teacher-ct2", "float32")
+    counted = Counted(monkeypatch)
+    stop_after_teacher(monkeypatch)
+    with pytest.raises(Stop):
+        main(command(files, tmp_path / "out", teacher=teacher)[:-len(STUDENT) - 1])
+    sources = lines(files / "train.en")
+    if engine == "pytorch":
+        assert counted.lines == sources  # each line once
+    assert lines(tmp_path / "out" / "teacher" / "train.de") == translated_alone(teacher, sources)
+    assert sorted(os.listdir(tmp_path / "out" / "teacher")) == ["train.de"]  # no .partial, no .progress.json left
+    record = json.loads((tmp_path / "out" / "distill.json").read_text())
+    assert record["arguments"]["source_lang"] == "en" and record["arguments"]["target_lang"] == "de"
+
+
+def test_a_stopped_teachers_pass_resumes_without_translating_a_line_twice(files, tmp_path, monkeypatch, capsys):
+    sources = lines(files / "train.en")
+    straight = tmp_path / "straight"
+    stop_after_teacher(monkeypatch)
+    Counted(monkeypatch)
+    with pytest.raises(Stop):
+        main(command(files, straight))
+    first = Counted(monkeypatch, stop_at=3)  # killed after two chunks were written
+    with pytest.raises(Stop):
+        main(command(files, tmp_path / "out"))
+    assert first.lines == sources[:2 * CHUNK]
+    assert not (tmp_path / "out" / "teacher" / "train.de").exists()
+    progress = json.loads((tmp_path / "out" / "teacher" / "train.de.progress.json").read_text())
+    assert progress["lines"] == 2 * CHUNK
+    second = Counted(monkeypatch)
+    with pytest.raises(Stop):
+        main(command(files, tmp_path / "out"))
+    assert second.lines == sources[2 * CHUNK:]  # the rest, and only the rest
+    assert (tmp_path / "out" / "teacher" / "train.de").read_bytes() == (straight / "teacher" / "train.de").read_bytes()
+    third = Counted(monkeypatch)  # once more: the pass is finished
+    with pytest.raises(Stop):
+        main(command(files, tmp_path / "out"))
+    assert third.lines == []
+
+
+def test_a_full_disk_during_the_teachers_pass_is_one_line_and_a_rerun_resumes(files, tmp_path, monkeypatch, capsys):
+    from vanilla_transformer.files import resumable
+
+    sources = lines(files / "train.en")
+    stop_after_teacher(monkeypatch)
+    writes = {"partial": 0}
+    real_write = os.write
+
+    def full_disk(fd, data):  # the second chunk written to train.de.partial finds the disk full
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".partial"):
+            writes["partial"] += 1
+            if writes["partial"] >= 2:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(resumable.os, "write", full_disk)
+    Counted(monkeypatch)
+    code, out, err = run_main(main, command(files, tmp_path / "out"), capsys)
+    output = tmp_path / "out" / "teacher" / "train.de"
+    # the progress bar of the teacher's pass, then one line
+    assert code == 1 and err.splitlines()[-1] == f"{ERROR}Cannot write to {output}: No space left on device.", err
+    assert err.count(ERROR) == 1 and "Traceback" not in err, err
+    monkeypatch.setattr(resumable.os, "write", real_write)
+    assert json.loads((tmp_path / "out" / "teacher" / "train.de.progress.json").read_text())["lines"] == CHUNK
+    again = Counted(monkeypatch)
+    with pytest.raises(Stop):
+        main(command(files, tmp_path / "out"))
+    assert again.lines == sources[CHUNK:]  # from the first line not on disk
+    assert lines(output) == translated_alone(files / "teacher", sources)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Bad input: one line, nothing written
+
+
+def assert_usage_error(code, err, words):
+    lines_ = err.strip().splitlines()
+    assert code == 2 and err.startswith("usage: vanilla-transformer distill") and "Traceback" not in err, err
+    assert lines_[-1].startswith(ERROR) and sum(ERROR in line for line in lines_) == 1, err
+    assert all(word in lines_[-1] for word in words), err
+
+
+def test_a_teacher_that_is_not_a_translation_model_is_refused(files, tmp_path, capsys):
+    from helpers import tiny_config
+    from vanilla_transformer import VanillaTransformerForCausalLM
+
+    VanillaTransformerForCausalLM(tiny_config()).save_pretrained(tmp_path / "lm")
+    code, out, err = run_main(main, command(files, tmp_path / "out", teacher=tmp_path / "lm"), capsys)
+    assert code == 1 and err.count("\n") == 1 and err.startswith(ERROR), err
+    assert "decoder-only language model" in err and "translation model" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_teacher_of_other_languages_is_refused(files, tmp_path, capsys):
+    (tmp_path / "val.fr").write_text((files / "val.de").read_text())
+    argv = command(files, tmp_path / "out")
+    argv[argv.index("--validation-target") + 1] = str(tmp_path / "val.fr")
+    argv[argv.index("--test-target") + 1] = str(tmp_path / "val.fr")
+    code, out, err = run_main(main, argv, capsys)
+    assert_usage_error(code, err, ["translates en -> de", "target language is fr"])
+    code, out, err = run_main(main, [*command(files, tmp_path / "out")[:-len(STUDENT) - 1], "--source-lang", "fr"],
+                              capsys)
+    assert_usage_error(code, err, ["translates en -> de", "source language is fr"])
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_output_folder_that_is_or_holds_an_input_is_refused(files, tmp_path, capsys):
+    for out, words in ((files, ["contains the input"]), (files / "teacher", ["is one of the inputs"]),
+                       (files / "teacher" / "distilled", ["is inside the input"])):
+        before = sorted(os.listdir(files))
+        code, _, err = run_main(main, command(files, out), capsys)
+        assert_usage_error(code, err, words)
+        assert sorted(os.listdir(files)) == before and not (files / "teacher" / "distilled").exists()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    code, _, err = run_main(main, command(files, tmp_path / "mine"), capsys)
+    assert_usage_error(code, err, ["not empty and holds no distillation"])
+    assert os.listdir(tmp_path / "mine") == ["notes.txt"]
+
+
+def test_options_that_do_not_go_together_are_usage_errors(files, tmp_path, capsys):
+    argv = command(files, tmp_path / "out")
+    for change, words in (
+            (lambda a: a[:a.index("--validation-target")] + a[a.index("--validation-target") + 2:],
+             ["--validation-source and --validation-target together"]),
+            (lambda a: [*a, "--output_dir", "x"], ["--output-dir is set by distill"]),
+            (lambda a: [*a, "--train-target", "x"], ["--train-target is set by distill"]),
+            (lambda a: a[:a.index("--")] + ["--", "oops"], ["unexpected 'oops'"]),
+            (lambda a: a[:a.index("--")] + ["--threads", "0"], ["--threads"]),
+            (lambda a: a[:a.index("--")] + ["--target-lang", "German"], ["not a language code"]),
+            (lambda a: a[:a.index("--")] + ["--teacher-compute-type", "int8"],
+             ["applies to a teacher exported to CTranslate2"])):
+        code, _, err = run_main(main, change(list(argv)), capsys)
+        assert_usage_error(code, err, words)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_folder_of_another_distillation_is_refused(files, tmp_path, monkeypatch, capsys):
+    stop_after_teacher(monkeypatch)
+    with pytest.raises(Stop):
+        main(command(files, tmp_path / "out"))
+    capsys.readouterr()
+    code, _, err = run_main(main, command(files, tmp_path / "out", threads="1,2"), capsys)
+    assert_usage_error(code, err, ["holds a distillation of other arguments", "threads"])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The whole chain (slow: the student trains)
+
+
+@pytest.fixture(scope="module")
+def chain(files, tmp_path_factory):
+    """The chain run straight through."""
+    out = tmp_path_factory.mktemp("chain") / "distilled"
+    main(command(files, out, threads="1,2"))
+    return out
+
+
+def mean_of_checkpoints(folders) -> dict:
+    states = [load_file(folder / "model.safetensors") for folder in folders]
+    return {name: sum(state[name].double() for state in states) / len(states) for name in states[0]}
+
+
+@pytest.mark.slow  # trains the student
+def test_every_stage_leaves_what_it_should(files, chain):
+    sources = lines(files / "train.en")
+    assert lines(chain / "teacher" / "train.de") == translated_alone(files / "teacher", sources)
+    student = chain / "student"
+    results = json.loads((student / "all_results.json").read_text())
+    assert results["train_pairs_read"] == len(sources) and results["averaged_checkpoints"] == 2
+    config = json.loads((student / "config.json").read_text())
+    assert (config["encoder_layers"], config["decoder_layers"], config["d_model"]) == (2, 1, 32)
+    averaged = mean_of_checkpoints([student / "checkpoint-4", student / "checkpoint-6"])
+    final = load_file(student / "model.safetensors")
+    for name, tensor in final.items():
+        torch.testing.assert_close(tensor.double(), averaged[name], rtol=0, atol=1e-6, msg=name)
+    # the export: CTranslate2 reads its weights as int8 (computing in int8 with float32 elsewhere), and it translates
+    # as the student's PyTorch model does, up to int8's rounding (here: the same translations of most sentences)
+    import ctranslate2
+
+    assert ctranslate2.Translator(str(chain / "student-ct2")).compute_type.startswith("int8")
+    float32 = chain / "report" / "exports" / "student-float32"
+    assert ctranslate2.Translator(str(float32)).compute_type == "float32"
+    tests = lines(files / "test.en")
+    assert translated_alone(float32, tests) == translated_alone(student, tests)
+    report = json.loads((chain / "report.json").read_text())
+    assert report["models"]["student"]["int8"]["folder"] == str(chain / "student-ct2")
+
+
+@pytest.mark.slow  # trains the student
+def test_the_reports_numbers_are_those_of_the_files(files, chain):
+    import sacrebleu
+
+    report = json.loads((chain / "report.json").read_text())
+    references = {"validation": lines(files / "val.de"), "test": lines(files / "test.de")}
+    for role in ("teacher", "student"):
+        for compute_type in ("int8", "float32"):
+            entry = report["models"][role][compute_type]
+            for split, scores in entry["scores"].items():
+                hypotheses = [line.strip() for line in lines(chain / scores["translations"])]
+                assert len(hypotheses) == len(references[split])
+                bleu = sacrebleu.BLEU(tokenize="char").corpus_score(hypotheses, [references[split]]).score
+                chrf = sacrebleu.CHRF().corpus_score(hypotheses, [references[split]]).score
+                assert (scores["bleu"], scores["chrf"]) == (round(bleu, 2), round(chrf, 2)), (role, split)
+            assert sorted(entry["speed"]) == ["1", "2"]
+            folder = files / "teacher" if role == "teacher" else chain / "student"
+            beams = json.loads((folder / "generation_config.json").read_text()).get("num_beams", 1)
+            for speed in entry["speed"].values():
+                assert speed["sentences"] == 6 and speed["beams"] == beams  # each model's own beam search
+                assert speed["sentences_per_second"] == pytest.approx(speed["sentences"] / speed["seconds"], rel=1e-3)
+    from vanilla_transformer import VanillaTransformerForConditionalGeneration
+
+    for role, folder in (("teacher", files / "teacher"), ("student", chain / "student")):
+        model = VanillaTransformerForConditionalGeneration.from_pretrained(folder)
+        assert report[role]["parameters"] == sum(p.numel() for p in model.parameters())
+        assert report[role]["size_bytes"]["pytorch weights"] == (folder / "model.safetensors").stat().st_size
+    text = (chain / "report.md").read_text()
+    assert f"| parameters | {report['teacher']['parameters']:,} | {report['student']['parameters']:,} |" in text
+    bleu = report["models"]["student"]["int8"]["scores"]["test"]["bleu"]
+    teacher_bleu = report["models"]["teacher"]["int8"]["scores"]["test"]["bleu"]
+    assert f"| BLEU test, int8 | {teacher_bleu:.2f} | {bleu:.2f} | {bleu - teacher_bleu:+.2f} |" in text
+
+
+@pytest.mark.slow  # trains the student twice
+def test_a_chain_stopped_at_every_stage_resumes_and_ends_with_the_same_files(files, chain, tmp_path, monkeypatch,
+                                                                             capsys):
+    from vanilla_transformer.interop import export_ctranslate2
+    from vanilla_transformer.training import distill, train
+
+    out, argv = tmp_path / "distilled", command(files, tmp_path / "distilled", threads="1,2")
+    sources = lines(files / "train.en")
+    counted = Counted(monkeypatch, stop_at=2)  # 1. the teacher's pass, after its first chunk
+    with pytest.raises(Stop):
+        main(argv)
+    translated = list(counted.lines)
+
+    from transformers import TrainerCallback
+
+    class StopAfterCheckpoint(TrainerCallback):  # 2. the student, once checkpoint-2 is saved
+        def on_save(self, args, state, control, **kwargs):
+            raise Stop("stopped after a checkpoint")
+
+    real_main = train.main
+    monkeypatch.setattr(distill.recipe, "main", lambda argv: real_main(argv, callbacks=[StopAfterCheckpoint()]))
+    counted = Counted(monkeypatch)
+    with pytest.raises(Stop):
+        main(argv)
+    translated += counted.lines
+    assert translated == sources  # every line once
+    assert sorted(p.name for p in (out / "student").glob("checkpoint-*")) == ["checkpoint-2"]
+
+    monkeypatch.setattr(distill.recipe, "main", real_main)  # 3. the averaging of the last checkpoints
+    from vanilla_transformer.training import evaluation
+
+    real_average = evaluation.average_state_dicts
+
+    def stop_averaging(checkpoints):
+        raise Stop("stopped while averaging")
+
+    monkeypatch.setattr(evaluation, "average_state_dicts", stop_averaging)
+    with pytest.raises(Stop):
+        main(argv)
+    assert sorted(p.name for p in (out / "student").glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-6"]
+    assert not (out / "student" / "model.safetensors").exists()
+    monkeypatch.setattr(evaluation, "average_state_dicts", real_average)
+    # 4. the export, half written
+    real_fingerprint = export_ctranslate2.write_tokenizer_fingerprint
+
+    def stop_export(*args):
+        raise Stop("stopped while exporting")
+
+    monkeypatch.setattr(export_ctranslate2, "write_tokenizer_fingerprint", stop_export)
+    with pytest.raises(Stop):
+        main(argv)
+    assert not (out / "student-ct2").exists() and (out / "student" / "all_results.json").is_file()
+    trained = (out / "student" / "model.safetensors").stat().st_mtime_ns
+    monkeypatch.setattr(export_ctranslate2, "write_tokenizer_fingerprint", real_fingerprint)
+
+    real_timed, calls = distill.timed, []  # 5. the report, after three of its translations
+
+    def stop_timing(*args):
+        if len(calls) == 3:
+            raise Stop("stopped while measuring")
+        calls.append((*args[1:4], args[5]))
+        return real_timed(*args)
+
+    monkeypatch.setattr(distill, "timed", stop_timing)
+    with pytest.raises(Stop):
+        main(argv)
+    monkeypatch.setattr(distill, "timed", lambda *args: calls.append((*args[1:4], args[5])) or real_timed(*args))
+    counted = Counted(monkeypatch)
+    code, out_text, err = run_main(main, argv, capsys)
+    assert code == 0, err[-2000:]
+    assert counted.lines == [] and "Teacher's translations: finished" in out_text and "Student: finished" in out_text
+    assert (out / "student" / "model.safetensors").stat().st_mtime_ns == trained  # not trained again
+    assert len(calls) == len(set(calls)) == 2 * 2 * 3  # every translation of the report once: 2 models x 2 types x
+    # (test at 1 and 2 threads, validation once)
+
+    assert (out / "teacher" / "train.de").read_bytes() == (chain / "teacher" / "train.de").read_bytes()
+    ours, theirs = load_file(out / "student" / "model.safetensors"), load_file(chain / "student" / "model.safetensors")
+    # every weight but the keys' biases, which change no output (softmax(q.(k + b)) = softmax(q.k): the same q.b is
+    # added to every score of a query), so their gradients are rounding noise that Adam scales up to full steps
+    for name in theirs:
+        if not name.endswith("k_proj.bias"):
+            torch.testing.assert_close(ours[name], theirs[name], rtol=0, atol=1e-5, msg=name)
+    for path in (chain / "report" / "translations").iterdir():
+        assert (out / "report" / "translations" / path.name).read_text() == path.read_text(), path.name
+
+
+@pytest.mark.slow  # the command in a subprocess, and the student trained
+def test_a_chain_killed_while_the_student_trains_resumes_it(files, tmp_path, capsys):
+    out = tmp_path / "distilled"
+    argv = command(files, out)
+    argv[argv.index("--max_steps") + 1] = "40"  # time to kill it between its checkpoints
+    process = subprocess.Popen([sys.executable, "-m", "training.distill", *argv[1:]], cwd=REPO_ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    try:
+        deadline = time.monotonic() + 300
+        while (not list((out / "student").glob("checkpoint-*/trainer_state.json")) and process.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(0.1)
+        killed = process.poll() is None
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    assert killed, "the chain ended before it was killed"
+    translations = (out / "teacher" / "train.de").stat().st_mtime_ns
+    code, text, err = run_main(main, argv, capsys)
+    assert code == 0, err[-2000:]
+    assert "Student: resuming" in text and (out / "teacher" / "train.de").stat().st_mtime_ns == translations
+    state = json.loads((out / "student" / "trainer_state.json").read_text())
+    assert state["global_step"] == 40 and math.isfinite(state["log_history"][-1].get("train_loss", 0.0))
+    assert (out / "report.json").is_file()
+
+
+@pytest.mark.slow  # uses the chain's student
+def test_a_ctranslate2_teacher_is_reported_as_exported(files, chain, tmp_path, capsys):
+    import shutil
+
+    from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
+    from vanilla_transformer.training import distill
+
+    teacher = to_ctranslate2(str(files / "teacher"), tmp_path / "teacher-ct2", "int8")
+    out = tmp_path / "distilled"
+    for name in ("student", "student-ct2"):
+        shutil.copytree(chain / name, out / name)
+    d = distill.Distillation(teacher=str(teacher), out=str(out), train_source=str(files / "train.en"),
+                             test=(str(files / "test.en"), str(files / "test.de")), threads=(1,),
+                             bleu_tokenize="char")
+    report = distill.write_report(d, {})
+    assert report["teacher"]["parameters"] is None and report["teacher"]["layers"] is None
+    assert report["teacher"]["size_bytes"] == {"ctranslate2 (as given)": distill.folder_bytes(str(teacher))}
+    assert {entry["folder"] for entry in report["models"]["teacher"].values()} == {str(teacher)}
+    assert list(report["models"]["teacher"]["int8"]["scores"]) == ["test"]  # no validation files given
+    text = (out / "report.md").read_text()
+    assert "(a CTranslate2 folder)" in text and f"| parameters | unknown | {report['student']['parameters']:,} |" in text
+    # the int8 teacher translates as CTranslate2 does, each sentence alone
+    assert lines(out / "report" / "translations" / "teacher.int8.test.txt") == translated_alone(
+        teacher, lines(files / "test.en"))
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_usage_errors_answer_before_torch_is_imported(files, tmp_path):
+    """The console script's entry point: --help, argparse's errors and the command's own checks exit 2 at once."""
+    import textwrap
+
+    calls = [["distill", "--help"], ["distill", "--teacher", "t", "--out", "o", "--train-source", "missing.en"],
+             ["distill", "--teacher", "t", "--out", "o", "--train-source", str(files / "train.en")],
+             command(files, tmp_path / "out")[:-len(STUDENT) - 1] + ["--threads", "1,x"]]
+    script = textwrap.dedent(f"""
+        import contextlib, io, json, sys
+        import vanilla_transformer_cli
+
+        results = []
+        for argv in {calls!r}:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+                try:
+                    vanilla_transformer_cli.main(argv)
+                    code = 0
+                except SystemExit as exit:
+                    code = exit.code
+            results.append([code, sorted(m for m in ("torch", "transformers") if m in sys.modules), err.getvalue()])
+        print(json.dumps(results))
+        """)
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    results = json.loads(result.stdout)
+    assert [code for code, _, _ in results] == [0, 2, 2, 2]
+    assert all(heavy == [] for _, heavy, _ in results), results
+    assert "--train-source file not found: missing.en" in results[1][2]
+    assert "give --validation-source/--validation-target, --test-source/--test-target, or both" in results[2][2]
+    assert "--threads must be thread counts" in results[3][2]
+    assert not (tmp_path / "out").exists()

@@ -19,7 +19,7 @@ from helpers import run_main, tiny_config
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.cli.main import main
 from vanilla_transformer.training.tokenizer import train_tokenizer
-from vanilla_transformer.translate import load_model_and_tokenizer, translate
+from vanilla_transformer.translate import load_model_and_tokenizer, translate, translate_hypotheses
 
 num2words = pytest.importorskip("num2words").num2words
 
@@ -423,3 +423,38 @@ def test_a_ctranslate2_export_is_translated_without_torch_or_the_models_code(mod
     out, imported, ran_ctranslate2 = json.loads(result.stdout)
     assert imported == needed and ran_ctranslate2
     assert out.splitlines() == one_at_a_time(model_dir, SENTENCES, num_beams=1)
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_a_ctranslate2_exports_bound_and_n_best_need_no_torch(model_dir, ct2_dir):
+    """The library's CTranslate2 path in a fresh interpreter that loaded the command line's entry point first (so
+    that the package does not register the model): a translation bounded by its source's length (max_length_a 0.5,
+    max_length_b 2) is what transformers' own length cut gives the sentence alone, and `translate_hypotheses`' three
+    best equal the PyTorch model's; neither torch nor transformers' model code was imported (torch only where
+    transformers' GenerationConfig imports it itself)."""
+    from helpers import REPO_ROOT
+
+    config_alone = subprocess.run([sys.executable, "-c", "import sys; from transformers import GenerationConfig; "
+                                   "print('torch' in sys.modules)"], capture_output=True, text=True, timeout=300)
+    assert config_alone.returncode == 0, config_alone.stderr[-2000:]
+    needed = ["torch"] if config_alone.stdout.split() == ["True"] else []
+    heavy = ["torch", "transformers.modeling_utils", "transformers.models.auto",
+             "vanilla_transformer.modeling_vanilla_transformer", "vanilla_transformer.registration"]
+    script = ("import json, sys, vanilla_transformer_cli\n"
+              "from vanilla_transformer.translate import load_model_and_tokenizer, translate, translate_hypotheses\n"
+              "model, tokenizer = load_model_and_tokenizer(sys.argv[1])\n"
+              "texts = json.loads(sys.argv[2])\n"
+              "bounded = translate(model, tokenizer, texts, num_beams=1, max_length_a=0.5, max_length_b=2)\n"
+              "best = translate_hypotheses(model, tokenizer, texts, 3)\n"
+              f"print(json.dumps([bounded, best, [m for m in {heavy!r} if m in sys.modules]]))")
+    result = subprocess.run([sys.executable, "-c", script, ct2_dir, json.dumps(SENTENCES)], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    bounded, best, imported = json.loads(result.stdout)
+    assert imported == needed
+    assert bounded == one_at_a_time(model_dir, SENTENCES, max_length_a=0.5, max_length_b=2, num_beams=1)
+    assert bounded != one_at_a_time(model_dir, SENTENCES, num_beams=1)  # the tighter bound cut something
+    model, tokenizer = load_model_and_tokenizer(model_dir, "cpu")
+    assert best == translate_hypotheses(model, tokenizer, SENTENCES, 3)
+    assert all(len(row) == 3 for row in best) and best[2] == ["", "", ""]

@@ -24,7 +24,7 @@ from vanilla_transformer.cli.main import main as cli_main  # noqa: E402
 from vanilla_transformer.interop.convert import convert  # noqa: E402
 from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator  # noqa: E402
 from vanilla_transformer.interop.export_ctranslate2 import ExportError, to_ctranslate2  # noqa: E402
-from vanilla_transformer.translate import load_model_and_tokenizer, translate  # noqa: E402
+from vanilla_transformer.translate import load_model_and_tokenizer, translate, translate_hypotheses  # noqa: E402
 
 LOG_PROB_ATOL = 1e-4  # float32 in two engines, log-probabilities of magnitude ~1-10
 
@@ -146,6 +146,13 @@ def test_trained_checkpoint_exports_to_the_same_translations(demo_checkpoint, tm
     assert translate(engine, tokenizer, texts, batch_size=8) == translate(model, tokenizer, texts, batch_size=8)
     assert translate(engine, tokenizer, texts, max_new_tokens=3) == translate(model, tokenizer, texts,
                                                                               max_new_tokens=3)
+
+    # the n best of each row's beam, row after row, as generate returns them (each bounded by its source's length)
+    with torch.no_grad():
+        expected = strip(model.generate(**batch, num_beams=4, num_return_sequences=3), model.config)
+    assert engine.generate(**batch, num_beams=4, num_return_sequences=3) == expected
+    assert len({tuple(row) for row in expected[:3]}) == 3  # three different hypotheses of one sentence
+    assert translate_hypotheses(engine, tokenizer, texts, 3) == translate_hypotheses(model, tokenizer, texts, 3)
 
 
 def test_only_settings_the_engine_does_not_apply_are_warned_about(demo_checkpoint, tmp_path):

@@ -40,6 +40,7 @@ from vanilla_transformer.training.precision import default_precision, precision_
 from vanilla_transformer.training.presets import PRESETS
 from vanilla_transformer.training.run_folder import (
     check_checkpoints,
+    check_data_paths,
     check_output_dir,
     commit_final_save,
     final_staging_folder,
@@ -82,6 +83,7 @@ def run(data_args, model_args, training_args, callbacks=None) -> dict:
     resume = resolve_resume_checkpoint(training_args)
     check_checkpoints(resume, model_args, data_args)
     inputs = model_inputs(data_args, model_args)
+    check_data_paths(data_args, training_args)
     check_output_dir(training_args, resume, inputs)
     if resume is not None and (saved := finished_run(training_args)) is not None:
         return saved

@@ -379,6 +379,27 @@ def test_the_output_folder_may_never_hold_an_input(tmp_path, overwrite):
 # Pathological lines and streams
 
 
+def test_a_long_word_is_cut_for_the_vocabulary_and_encoded_whole():
+    """A 200,000-character word took over a minute of BPE training (quadratic in its length); cut into pieces it
+    takes about a second (the bound leaves room for a loaded machine), and the tokenizer still encodes and decodes it
+    whole."""
+    import random
+    import time
+
+    from vanilla_transformer.training.tokenizer import MAX_WORD_CHARS, train_tokenizer
+
+    rng = random.Random(1)
+    word = "".join(rng.choice("abcdefghij") for _ in range(200_000))
+    started = time.monotonic()
+    tokenizer = train_tokenizer(["the cat sat on the mat"] * 20 + [word, "a " + word[:500]], vocab_size=300)
+    assert time.monotonic() - started < 30
+    assert max(len(token) for token in tokenizer.get_vocab()) <= MAX_WORD_CHARS
+    assert tokenizer.decode(tokenizer("a " + word)["input_ids"], skip_special_tokens=True) == "a " + word
+    # the saved tokenizer splits on spaces only: the cut is the trainer's
+    assert tokenizer.backend_tokenizer.pre_tokenizer.pre_tokenize_str("ab " + "c" * 100)[-1][0] == "▁" + "c" * 100
+
+
+@pytest.mark.slow  # a 1 MB line through the tokenizer command in a subprocess
 def test_a_megabyte_line_without_spaces_trains_a_tokenizer_in_linear_time(tmp_path):
     """BPE training is quadratic in a word's length: long words are cut into pieces for it (as SentencePiece's
     max_sentencepiece_length). A 1 MB word took minutes; with the cut, seconds."""

@@ -19,6 +19,11 @@ from transformers import PreTrainedTokenizerFast
 
 from vanilla_transformer.files import text_lines
 
+# Words longer than this many characters (a URL, a line without spaces) are cut into pieces of this length while the
+# vocabulary is trained: BPE training time grows with the square of a word's length (a 200,000-character word took
+# minutes), as SentencePiece's trainer bounds its pieces by max_sentencepiece_length. Encoding is linear in the length
+# and sees the words whole.
+MAX_WORD_CHARS = 64
 # Ids fixed to match VanillaTransformerConfig's defaults (pad 0, bos/decoder start 1, eos 2).
 SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 
@@ -67,7 +72,10 @@ def train_tokenizer(
     tokenizer.normalizer = normalizers.Sequence(
         [normalizers.NFKC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()]
     )
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    words = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    # for training only: each word in pieces of at most MAX_WORD_CHARS characters ("▁" included)
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [words, pre_tokenizers.Split(Regex(f".{{1,{MAX_WORD_CHARS}}}"), behavior="isolated")])
     tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -76,6 +84,7 @@ def train_tokenizer(
         show_progress=False,
     )
     tokenizer.train_from_iterator(iterator, trainer=trainer)
+    tokenizer.pre_tokenizer = words
     if tokenizer.get_vocab_size() <= len(SPECIAL_TOKENS):
         raise ValueError("The tokenizer training data is empty: no non-blank line was found.")
     eos = SPECIAL_TOKENS["eos_token"]

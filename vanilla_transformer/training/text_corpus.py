@@ -53,7 +53,9 @@ class TextCorpus:
 
     def report(self) -> dict:
         """The entries of all_results.json."""
-        entries = {"train_pairs_read": self.pairs_read, "train_pairs_used": self.pairs_used}
+        entries = {"train_pairs_read": self.pairs_read}
+        if self.pairs_used is not None:  # a stream counts no used pairs
+            entries["train_pairs_used"] = self.pairs_used
         if self.cleaning:
             entries["cleaning"] = dict(self.cleaning)
         return entries

@@ -65,6 +65,11 @@ def train(trainer, training_args, resume: str | None) -> dict:
         trainer.state = TrainerState.load_from_json(os.path.join(resume, "trainer_state.json"))
         return {}
     train_result = trainer.train(resume_from_checkpoint=resume)
+    if training_args.max_tokens and "train_samples_per_second" in train_result.metrics:  # token batches
+        speed = trainer.pairs_per_second(train_result.metrics.get("train_runtime"))
+        for entry in (train_result.metrics, trainer.state.log_history[-1] if trainer.state.log_history else {}):
+            if "train_samples_per_second" in entry:
+                entry["train_samples_per_second"] = speed
     # One write with its newline: processes sharing a pipe cannot split the line.
     sys.stdout.write(f"Finished training on rank {training_args.process_index} of {training_args.world_size} "
                      f"(step {trainer.state.global_step})\n")
@@ -119,7 +124,9 @@ def run(data_args, model_args, training_args, callbacks=None) -> dict:
             metrics["time_budget"] = state.budget.card_entry()
         if data.corpus is not None:
             metrics.update(data.corpus.report())
-        training_pairs = data.corpus.pairs_used if data.corpus is not None else len(context.tokenized["train"])
+        training_pairs = (data.corpus.pairs_used if data.corpus is not None and not data.corpus.streaming else
+                          f"streamed from the {data.corpus.pairs_read:,} pairs of the files, cleaned on the fly"
+                          if data.corpus is not None else len(context.tokenized["train"]))
         state.training_summary = training_summary(context, training_pairs=training_pairs, metrics=metrics)
         save(trainer, training_args, metrics, staging)
         commit_final_save(trainer, training_args, staging)

@@ -197,7 +197,8 @@ def text_lines(path_or_stream, what: str = "input file", digest=None) -> Iterato
                 digest.update(chunk)
             if head is None:
                 head = chunk[:4096]
-                if _looks_like_utf16_or_32(head) and b"\x00" in head:  # decodes as UTF-8 full of NULs
+                if (_looks_like_utf16_or_32(head) and b"\x00" in head
+                        and not head.startswith((b"\xff\xfe", b"\xfe\xff"))):  # no mark: UTF-8 full of NULs
                     raise TextFileError(f"The {what} {name} is not UTF-8 text: byte {head.index(0)} (0x00) is a "
                                         f"NUL{UTF16_HINT}.")
                 if chunk.startswith(BOM):

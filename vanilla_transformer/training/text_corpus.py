@@ -107,7 +107,7 @@ def open_text_corpus(data_args, training_args) -> TextCorpus:
     with training_args.main_process_first(desc="reading the training files"):
         corpus.pairs, corpus.key = read_corpus(corpus.source, corpus.target, "train", cache_dir,
                                                log=_process_log(training_args),
-                                               verify=getattr(data_args, "verify_corpus", False))
+                                               verify=data_args.verify_corpus)
     if data_args.max_train_samples is not None and data_args.max_train_samples < len(corpus.pairs):
         corpus.pairs = corpus.pairs.select(range(data_args.max_train_samples))
     corpus.pairs_read = len(corpus.pairs)

@@ -19,7 +19,7 @@ import sys
 import datasets
 import pyarrow as pa
 import pytest
-from test_corpora import TINY, distinct_pairs, run_args, write_pairs
+from test_corpora import distinct_pairs, run_args, write_pairs
 
 from vanilla_transformer.cli.options import UsageError
 from vanilla_transformer.files import TextFileError, read_text_lines
@@ -437,7 +437,6 @@ def test_streaming_when_cleaning_drops_every_pair_is_one_line_and_leaves_no_lock
 def test_streaming_checks_every_pass_reaches_a_pair_before_the_run_writes(tmp_path):
     """The check at the function level: a stream whose pairs all break a rule says so in one line."""
     from translation_fixtures import tiny_tokenizer
-
     from vanilla_transformer.training.streaming import StreamingTokenBatches
 
     source, target = write_pairs(tmp_path, [("a", " ".join(["abcd"] * 30))] * 40)

@@ -91,6 +91,27 @@ def test_a_fifo_is_opened_once(tmp_path):
     assert read and read[0] == lines
 
 
+def test_the_tokenizer_trains_on_a_fifo_read_once(tmp_path):
+    """`train_tokenizer(files=[FIFO])` learns the vocabulary of the whole text: the oracle is the same call on the
+    plain file (the training runs in a thread the test waits for at most a minute: a second open would wait forever)."""
+    import threading
+
+    from vanilla_transformer.training.tokenizer import train_tokenizer
+
+    text = tmp_path / "plain.en"
+    text.write_text("".join(f"{s}\n{t}\n" for s, t in distinct_pairs(3000, seed=5)), encoding="utf-8")
+    fifo = tmp_path / "fifo.en"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["bash", "-c", f"cat {shlex.quote(str(text))} > {shlex.quote(str(fifo))}"])
+    trained = []
+    thread = threading.Thread(target=lambda: trained.append(train_tokenizer(files=[fifo], vocab_size=150)),
+                              daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    writer.wait(timeout=60)
+    assert trained and trained[0].get_vocab() == train_tokenizer(files=[text], vocab_size=150).get_vocab()
+
+
 def test_streaming_from_a_fifo_is_refused_before_it_is_opened(tmp_path):
     """Opening a FIFO waits for its writer: the refusal comes before any open (a hang otherwise)."""
     fifo = tmp_path / "pipe.en"

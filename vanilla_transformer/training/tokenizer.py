@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from vanilla_transformer.files import text_lines
+from vanilla_transformer.files import reads_once, text_lines
 
 # Words longer than this many characters (a URL, a line without spaces) are cut into pieces of this length while the
 # vocabulary is trained: BPE training time grows with the square of a word's length (a 200,000-character word took
@@ -29,12 +29,15 @@ SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>",
 
 
 def _check_files(files: list[str]) -> None:
-    """Fail before training, naming the file, if one is missing, not a file, not UTF-8 text or has no text."""
+    """Fail before training, naming the file, if one is missing, not a file, not UTF-8 text or has no text (a pipe,
+    which can be read only once, is checked while it is read)."""
     if not files:
         raise ValueError("No tokenizer training file given.")
     for path in files:
         if not os.path.exists(path):
             raise FileNotFoundError(f"Tokenizer training file not found: {path}")
+        if reads_once(path):  # a pipe is read once, while training; its errors come then
+            continue
         # read to the end: a byte that is not UTF-8 anywhere in the file stops it here, before any training
         if not sum(1 for line in text_lines(path, "tokenizer training file") if line.strip()):
             raise ValueError(f"Tokenizer training file {path} is empty (no non-blank line).")

@@ -123,6 +123,22 @@ def test_streaming_from_a_fifo_is_refused_before_it_is_opened(tmp_path):
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
 
 
+def test_a_pipe_in_a_run_of_several_processes_is_refused_before_it_is_opened(tmp_path):
+    from types import SimpleNamespace
+
+    from vanilla_transformer.training.text_corpus import open_text_corpus
+
+    fifo = tmp_path / "pipe.de"
+    os.mkfifo(fifo)
+    source = write_pairs(tmp_path, distinct_pairs(20))[0]
+    data_args = SimpleNamespace(train_source=source, train_target=str(fifo), streaming=False, verify_corpus=False,
+                                data_cache_dir=str(tmp_path / "cache"), max_train_samples=None)
+    training_args = SimpleNamespace(world_size=2, process_index=0)
+    with pytest.raises(UsageError, match=f"{fifo} is a pipe .* every process of this 2-process run"):
+        open_text_corpus(data_args, training_args)
+    assert not (tmp_path / "cache").exists()
+
+
 @pytest.mark.slow  # a training run in a subprocess
 def test_a_training_run_on_process_substitution_trains_on_every_pair(tmp_path):
     pairs = distinct_pairs(2000, seed=4)

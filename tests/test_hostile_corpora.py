@@ -151,6 +151,8 @@ def test_a_training_run_on_process_substitution_trains_on_every_pair(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     results = json.loads((tmp_path / "out" / "all_results.json").read_text())
     assert results["train_pairs_read"] == 2000 and results["train_pairs_used"] == 2000
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "**training pairs**: 2000" in card and "fd" not in card.split("## Training")[0].split()
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -51,6 +51,40 @@ def _one_line_error(result: subprocess.CompletedProcess, *parts: str) -> str:
 # Pipes: read exactly once
 
 
+def _read_fifos(tmp_path, source: str, target: str, cache: str, logged: list):
+    """`read_corpus` on two FIFOs fed by `cat`, in a thread the test waits for at most a minute."""
+    import threading
+
+    fifos = []
+    for path, name in ((source, "source.fifo"), (target, "target.fifo")):
+        fifo = tmp_path / name
+        if not fifo.exists():
+            os.mkfifo(fifo)
+        fifos.append((path, fifo))
+    writers = [subprocess.Popen(["bash", "-c", f"cat {shlex.quote(path)} > {shlex.quote(str(fifo))}"])
+               for path, fifo in fifos]
+    result = []
+    reader = threading.Thread(target=lambda: result.append(read_corpus(str(fifos[0][1]), str(fifos[1][1]), "train",
+                                                                       cache, log=logged.append)), daemon=True)
+    reader.start()
+    reader.join(timeout=60)
+    for writer in writers:
+        writer.wait(timeout=60)
+    assert result, "read_corpus did not finish"
+    return result[0]
+
+
+def test_fifos_are_read_once_into_the_cache_with_every_pair(tmp_path):
+    pairs = distinct_pairs(3000, seed=2)  # more than a pipe's 64 KiB buffer: a second open would lose lines
+    source, target = write_pairs(tmp_path, pairs)
+    cache, logged = str(tmp_path / "cache"), []
+    dataset, key = _read_fifos(tmp_path, source, target, cache, logged)
+    assert dataset["source"] == [s for s, _ in pairs] and dataset["target"] == [t for _, t in pairs]
+    again, same = _read_fifos(tmp_path, source, target, cache, logged)
+    assert same == key and len(again) == 3000 and logged[-1].startswith("Reusing"), logged
+
+
+@pytest.mark.slow  # two interpreters started by bash
 def test_process_substitution_is_read_once_into_the_cache_with_every_pair(tmp_path):
     """`<(cat a) <(cat b)`: bash hands over two pipes (/dev/fd/N). Each is opened and read once, every pair lands in
     the cache, and the same content piped again finds it there."""

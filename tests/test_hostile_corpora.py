@@ -356,6 +356,35 @@ def test_a_full_disk_is_one_line_naming_the_cache_and_leaves_no_temporary_file(t
     assert [p.name for p in cache.iterdir()] == [], list(cache.iterdir())
 
 
+def test_a_disk_that_fills_while_tokenizing_is_one_line_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    """`datasets.map` writes the tokens into a temporary file: here a link to /dev/full (the kernel's ENOSPC)."""
+    import tempfile
+
+    import datasets.arrow_dataset
+
+    from translation_fixtures import tiny_tokenizer
+
+    source, target = write_pairs(tmp_path, distinct_pairs(50))
+    cache = tmp_path / "cache"
+    pairs, key = read_corpus(source, target, "train", str(cache), log=lambda line: None)
+    made = tempfile.NamedTemporaryFile
+
+    def on_a_full_disk(*args, **kwargs):
+        file = made(*args, **kwargs)
+        file.close()
+        os.remove(file.name)
+        os.symlink("/dev/full", file.name)
+        return open(file.name, "wb")
+
+    monkeypatch.setattr(datasets.arrow_dataset.tempfile, "NamedTemporaryFile", on_a_full_disk)
+    with pytest.raises(ValueError) as raised:
+        tokenize_corpus(pairs, key, tiny_tokenizer(), 64, 64, clean=True, cache_dir=str(cache), log=lambda line: None)
+    message = str(raised.value)
+    assert message == f"Cannot write to {cache}: No space left on device.", message
+    assert [p.name for p in cache.iterdir()] == [f"pairs-{key}"]
+    assert sorted(p.name for p in (cache / f"pairs-{key}").iterdir()) == ["files.json", "pairs.arrow"]
+
+
 def test_temporary_files_of_killed_runs_are_removed_and_nothing_else(tmp_path):
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                               text=True)

@@ -338,6 +338,14 @@ def test_verify_corpus_finds_an_edit_the_file_system_does_not_show(tmp_path, mon
     assert logged[-1].startswith("Reusing"), logged
 
 
+def test_verify_corpus_with_streaming_is_a_usage_error(tmp_path):
+    source, target = write_pairs(tmp_path, distinct_pairs(20))
+    with pytest.raises(UsageError, match="--verify_corpus checks the corpus cache, which --streaming does not use"):
+        train_main(run_args(source, target, tmp_path / "out", tmp_path / "cache", "--streaming", "--max_steps", "2",
+                            "--verify_corpus"))
+    assert not (tmp_path / "out").exists()
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # A cache folder that cannot take the files
 

@@ -98,6 +98,8 @@ def open_text_corpus(data_args, training_args) -> TextCorpus:
             raise UsageError("--bpe_dropout needs the cached training pairs; drop --streaming or --bpe_dropout.")
         if data_args.max_train_samples is not None:
             raise UsageError("--max_train_samples does not apply to --streaming (give --max_steps).")
+        if data_args.verify_corpus:
+            raise UsageError("--verify_corpus checks the corpus cache, which --streaming does not use; drop one.")
         _check_pipes(data_args, training_args)
         with training_args.main_process_first(desc="checking the training files"):
             corpus.pairs_read = check_pairs(corpus.source, corpus.target, "train")

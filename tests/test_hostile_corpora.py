@@ -306,6 +306,38 @@ def test_a_damaged_tokens_cache_is_tokenized_again_and_a_sample_never_stands_for
     assert any("damaged" in line for line in logged) and not any(line.startswith("Reusing") for line in logged)
 
 
+def test_a_damaged_cached_tokenizer_is_trained_again_with_a_notice(tmp_path, capsys):
+    import contextlib
+    from types import SimpleNamespace
+
+    from vanilla_transformer.training.text_corpus import TextCorpus, cached_tokenizer
+    from vanilla_transformer.training.tokenizer import train_tokenizer
+
+    source, target = write_pairs(tmp_path, distinct_pairs(100, seed=6))
+    cache = str(tmp_path / "cache")
+    corpus = TextCorpus(source, target, False, cache)
+    corpus.pairs, corpus.key = read_corpus(source, target, "train", cache, log=lambda line: None)
+    corpus.pairs_read = len(corpus.pairs)
+    data_args = SimpleNamespace(vocab_size=120, tokenizer_sample_lines=1000, max_source_length=64,
+                                max_target_length=64)
+    training_args = SimpleNamespace(seed=0, world_size=1, process_index=0,
+                                    main_process_first=lambda desc: contextlib.nullcontext())
+
+    def train(texts):
+        return train_tokenizer(texts, vocab_size=120)
+
+    first = cached_tokenizer(corpus, data_args, training_args, train)
+    (saved,) = (tmp_path / "cache").glob("pairs-*/tokenizer-*/tokenizer.json")
+    saved.write_text(saved.read_text()[:100])  # cut short
+    capsys.readouterr()
+    again = cached_tokenizer(corpus, data_args, training_args, train)
+    out = capsys.readouterr().out
+    assert "is damaged" in out and "Trained the BPE tokenizer" in out and "Reusing" not in out, out
+    assert again.get_vocab() == first.get_vocab()
+    assert "Reusing the BPE tokenizer" in (cached_tokenizer(corpus, data_args, training_args, train) and
+                                           capsys.readouterr().out)
+
+
 def test_an_in_place_edit_that_keeps_size_and_mtime_is_read_again(tmp_path):
     source, target = write_pairs(tmp_path, [("a b c", "x y z"), ("d e f", "u v w")])
     cache = str(tmp_path / "cache")

@@ -173,6 +173,22 @@ def test_a_pipe_in_a_run_of_several_processes_is_refused_before_it_is_opened(tmp
     assert not (tmp_path / "cache").exists()
 
 
+@pytest.mark.slow  # a command in a subprocess
+def test_streaming_from_a_pipe_is_refused_in_one_line(tmp_path):
+    source, target = write_pairs(tmp_path, distinct_pairs(50))
+    tokenizer = tmp_path / "tok"
+    from vanilla_transformer.training.tokenizer import train_tokenizer
+
+    train_tokenizer([s for pair in distinct_pairs(50) for s in pair], vocab_size=120).save_pretrained(tokenizer)
+    argv = run_args("SOURCE", "TARGET", tmp_path / "out", tmp_path / "cache", "--streaming", "--max_steps", "2",
+                    "--tokenizer_name", str(tokenizer))
+    quoted = " ".join(shlex.quote(a) for a in argv).replace("SOURCE", f"<(cat {shlex.quote(source)})").replace(
+        "TARGET", f"<(cat {shlex.quote(target)})")
+    result = _bash(f"{shlex.quote(sys.executable)} -m vanilla_transformer.training.train {quoted}", timeout=150)
+    _one_line_error(result, "--streaming", "pipe")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+
+
 @pytest.mark.slow  # a training run in a subprocess
 def test_a_training_run_on_process_substitution_trains_on_every_pair(tmp_path):
     pairs = distinct_pairs(2000, seed=4)

@@ -115,7 +115,7 @@ def check_cache_dir(cache_dir: str, option: str = "--data-cache-dir") -> None:
     try:
         check_output_folder(cache_dir, allow_existing=True)
     except OutputError as error:
-        raise OutputError(f"{option} {cache_dir}: {error}") from None
+        raise OutputError(f"{option} {cache_dir}: {str(error).replace('for the output', 'for the cache')}") from None
 
 
 def _process_alive(pid: int) -> bool:

@@ -555,3 +555,10 @@ def test_a_streamed_run_under_a_time_budget_trains_the_planned_steps_and_writes_
     assert lr[-1] < 0.1 * max(lr)  # the decay reached its end at the planned last step
     assert metrics["train_pairs_read"] == 60 and not cache.exists()
     assert (out / "model.safetensors").is_file()
+    # a stream counts no used pairs: the card says it was streamed, not "None"; the speed is counted in pairs, each
+    # batch holding at least one pair and at most --max_tokens / 2 (a pair has 2 tokens at least)
+    card = (out / "README.md").read_text()
+    assert "**training pairs**: None" not in card and "**training pairs**: streamed from the 60 pairs" in card
+    assert "train_pairs_used" not in metrics
+    pairs_trained = metrics["train_samples_per_second"] * metrics["train_runtime"]
+    assert 29 * 0.99 <= pairs_trained <= 29 * 300 / 2, pairs_trained

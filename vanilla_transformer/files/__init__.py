@@ -10,7 +10,7 @@ One module per job:
 | `resumable` | an output file written chunk by chunk (`translate --input --output`) that a killed run continues, renamed into place when whole |
 | `lock` | one run at a time per output folder; what a run made there is recorded |
 | `write_errors` | a full disk, a read-only place, a name too long: one line naming the user's path |
-| `text` | the one line reader: text (gzip'd or not) read line for line as `wc -l` counts, UTF-8 or one line naming the byte |
+| `text` | the one line reader: text (plain, gzip'd, bzip2'd or xz'd; a pipe opened once) read line for line as `wc -l` counts, UTF-8 or one line naming the byte |
 | `hashing` | SHA-256 of files |
 | `errors` | `OutputError`, `TextFileError` and the one-line form of every message |
 
@@ -41,13 +41,22 @@ from vanilla_transformer.files.staging import (
     staged_folder,
     staging_name,
 )
-from vanilla_transformer.files.text import count_text_lines, open_text_file, read_text_lines, text_lines
+from vanilla_transformer.files.text import (
+    OpenedText,
+    count_text_lines,
+    open_text,
+    open_text_file,
+    read_text_lines,
+    reads_once,
+    text_lines,
+)
 from vanilla_transformer.files.write_errors import write_error_message, writing_errors
 
 __all__ = [
     "LOCK_NAME",
     "MANIFEST_NAME",
     "WEIGHT_FILES",
+    "OpenedText",
     "OutputError",
     "ResumableOutput",
     "RunLock",
@@ -64,9 +73,11 @@ __all__ = [
     "install_folder",
     "is_within",
     "one_line",
+    "open_text",
     "open_text_file",
     "read_manifest",
     "read_text_lines",
+    "reads_once",
     "record_entries",
     "remove_ours",
     "sha256_of_file",

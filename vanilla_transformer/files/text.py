@@ -1,12 +1,15 @@
 """Reading text line by line, as `wc -l` and every editor count lines: the one line reader of the package (training
-data of any size, gzip'd or not, the tokenizer's training files, `translate --input`).
+data of any size, plain or gzip'd, bzip2'd or xz'd, the tokenizer's training files, `translate --input`).
 
 A file is read in chunks of `READ_CHUNK_BYTES`, decoded a whole number of lines at a time, so that a corpus of any
 size streams through in constant memory; `read_text_lines` collects the lines of a small file into a list.
 """
 
+import bz2
 import gzip
+import lzma
 import os
+import stat
 import sys
 import zlib
 from collections.abc import Iterator
@@ -18,64 +21,186 @@ BOM = b"\xef\xbb\xbf"
 GZIP_MAGIC = b"\x1f\x8b"
 READ_CHUNK_BYTES = 1 << 22
 
+# Compressed files told by their first bytes, whatever their names: (magic, name, opener over a binary stream).
+# bzip2's magic is "BZh", the block size digit and the first block's own magic (pi in BCD), so no text is taken for it.
+COMPRESSIONS = (
+    (GZIP_MAGIC, "gzip", lambda stream: gzip.GzipFile(fileobj=stream, mode="rb")),
+    (b"\xfd7zXZ\x00", "xz", lambda stream: lzma.LZMAFile(stream, "rb")),
+    (b"BZh", "bzip2", lambda stream: bz2.BZ2File(stream, "rb")),
+)
+# Formats Python does not read: what to run first.
+FOREIGN_FORMATS = (
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed", "decompress it first: zstd -d FILE"),
+    (b"\x04\x22\x4d\x18", "lz4-compressed", "decompress it first: lz4 -d FILE"),
+    (b"PK\x03\x04", "a zip archive", "unzip it first"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7z archive", "extract it first: 7z x FILE"),
+    (b"\x1f\x9d", "compress'd (.Z)", "decompress it first: uncompress FILE"),
+)
+MAGIC_BYTES = 10
 
-def open_text_file(path, what: str = "input file") -> BinaryIO:
-    """The bytes of the file `path`, decompressed where it is gzip'd (told by its first bytes, whatever its name).
-    Raises `TextFileError` (one line naming the file) for a missing file, a folder or a file that cannot be opened."""
+
+def _is_bzip2(head: bytes) -> bool:
+    return head[:3] == b"BZh" and head[3:4].isdigit() and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90")
+
+
+def reads_once(path) -> bool:
+    """Is `path` something that can be read only once: a pipe, a FIFO, process substitution (/dev/fd/N),
+    /dev/stdin, a socket or a character device, anything but a regular file? Such an input is read in one pass,
+    never opened twice (a second open would lose what the first one buffered, or wait for a writer that is gone)."""
+    try:
+        return not stat.S_ISREG(os.stat(os.fspath(path)).st_mode)
+    except OSError:
+        return False
+
+
+class OpenedText:
+    """A text input opened once: its decompressed bytes (`read`), what it is (`compression`), and the status
+    (`os.fstat`) of the file that was opened, which names it in the corpus cache. Closed by `close` or `with`."""
+
+    def __init__(self, name: str, file: BinaryIO, stream, compression: str | None, status):
+        self.name, self.file, self.stream, self.compression, self.status = name, file, stream, compression, status
+
+    def read(self, size: int = -1) -> bytes:
+        return self.stream.read(size)
+
+    def close(self) -> None:
+        if self.stream is not self.file:
+            self.stream.close()
+        self.file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _head(stream) -> bytes:
+    """The first bytes of a buffered binary stream, left in it (`peek`; a pipe may give fewer than asked)."""
+    if hasattr(stream, "peek"):
+        return stream.peek(MAGIC_BYTES)[:MAGIC_BYTES]
+    return b""
+
+
+def _decompressed(stream, name: str, what: str):
+    """-> (the stream of decompressed bytes, the compression's name or None) for the binary `stream`, told by its
+    first bytes. A format Python does not read is one `TextFileError` line saying what to run first."""
+    head = _head(stream)
+    for magic, kind, opener in COMPRESSIONS:
+        if head.startswith(magic) and (kind != "bzip2" or _is_bzip2(head)):
+            return opener(stream), kind
+    for magic, kind, advice in FOREIGN_FORMATS:
+        if head.startswith(magic):
+            raise TextFileError(f"The {what} {name} is {kind}, which is not read as text: {advice}.")
+    return stream, None
+
+
+def open_text(path, what: str = "input file") -> OpenedText:
+    """Open the file `path` once: its bytes, decompressed where it is gzip'd, bzip2'd or xz'd (told by its first
+    bytes, whatever its name). Raises `TextFileError` (one line naming the file) for a missing file, a folder, a file
+    that cannot be opened, or a compressed format Python does not read (zstd, lz4, zip, 7z: with the command that
+    decompresses it)."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise TextFileError(f"The {what} {path} does not exist.")
     if os.path.isdir(path):
         raise TextFileError(f"The {what} {path} is a folder, not a file.")
     try:
-        with open(path, "rb") as f:
-            gzipped = f.read(len(GZIP_MAGIC)) == GZIP_MAGIC
-        return gzip.open(path, "rb") if gzipped else open(path, "rb")
+        file = open(path, "rb")
     except OSError as error:
         raise TextFileError(f"The {what} {path} cannot be read: {error.strerror}.") from None
+    try:
+        stream, compression = _decompressed(file, path, what)
+        return OpenedText(path, file, stream, compression, os.fstat(file.fileno()))
+    except OSError as error:
+        file.close()
+        raise TextFileError(f"The {what} {path} cannot be read: {error.strerror or error}.") from None
+    except BaseException:
+        file.close()
+        raise
 
 
-def _open(path_or_stream, what: str) -> tuple[str, BinaryIO | None, object]:
-    """-> (the name messages give the input, a binary stream to close when done or None, the stream to read)."""
+def open_text_file(path, what: str = "input file") -> OpenedText:
+    """`open_text`: the bytes of the file `path`, decompressed where it is compressed; opened once."""
+    return open_text(path, what)
+
+
+def _open(path_or_stream, what: str) -> tuple[str, object, object, str | None]:
+    """-> (the name messages give the input, what to close when done or None, the stream to read, compression)."""
+    if isinstance(path_or_stream, OpenedText):
+        return path_or_stream.name, path_or_stream, path_or_stream.stream, path_or_stream.compression
     if isinstance(path_or_stream, (str, bytes, os.PathLike)):
-        stream = open_text_file(path_or_stream, what)
-        return os.fsdecode(path_or_stream), stream, stream
+        opened = open_text(path_or_stream, what)
+        return os.fsdecode(path_or_stream), opened, opened.stream, opened.compression
     stream = path_or_stream
     name = getattr(stream, "name", "<stream>")
     name = "standard input" if name == "<stdin>" or stream is sys.stdin else str(name)
     # a text stream (sys.stdin): read its bytes, not its decoding
     stream = getattr(stream, "buffer", None) or stream
-    if hasattr(stream, "peek") and stream.peek(len(GZIP_MAGIC))[:len(GZIP_MAGIC)] == GZIP_MAGIC:
-        return name, None, gzip.GzipFile(fileobj=stream, mode="rb")  # a gzip'd stream (zcat-less pipes)
-    return name, None, stream
+    decompressed, compression = _decompressed(stream, name, what)  # compressed pipes need no zcat
+    return name, None, decompressed, compression
 
 
-def _read_chunk(stream, name: str, what: str) -> bytes:
+def _read_chunk(stream, name: str, what: str, compression: str | None = None) -> bytes:
     try:
         chunk = stream.read(READ_CHUNK_BYTES)
-    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
-        raise TextFileError(f"The {what} {name} is not a whole gzip file ({error}); download or decompress it "
-                            "again.") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error, lzma.LZMAError) as error:
+        raise TextFileError(f"The {what} {name} is not a whole {compression or 'gzip'} file ({error}); download or "
+                            "decompress it again.") from None
     except OSError as error:
+        if compression is not None and error.errno is None:  # bz2's "Invalid data stream"
+            raise TextFileError(f"The {what} {name} is not a whole {compression} file ({error}); download or "
+                                "decompress it again.") from None
         raise TextFileError(f"The {what} {name} cannot be read: {error.strerror or error}.") from None
     return chunk.encode("utf-8", "surrogateescape") if isinstance(chunk, str) else bytes(chunk)
 
 
-def text_lines(path_or_stream, what: str = "input file") -> Iterator[str]:
-    """The lines of a UTF-8 text file (gzip'd or not) or binary/text stream, one at a time, as `wc -l` and every
-    editor count them: split on "\\n" only, a "\\r\\n" ending removed with it, a lone "\\r" (and "\\x0c", U+2028,
-    U+0085, ...) kept inside its line, a leading byte-order mark removed; the last line needs no "\\n".
+UTF16_HINT = " (it looks like UTF-16: convert it with iconv -f UTF-16 -t UTF-8)"
+
+
+def _looks_like_utf16_or_32(head: bytes) -> bool:
+    """Text in UTF-16 or UTF-32: a byte-order mark, or a NUL in at least a third of the even or of the odd bytes
+    (ASCII text in UTF-16 is valid UTF-8 with a NUL beside every character)."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return True
+    sample = head[:4096]
+    if len(sample) < 4:
+        return False
+    return max(sample[0::2].count(0), sample[1::2].count(0)) * 3 >= len(sample) // 2
+
+
+def _decoding_hint(head: bytes) -> str:
+    if _looks_like_utf16_or_32(head):
+        return UTF16_HINT
+    if b"\x00" in head[:4096]:
+        return " (it holds NUL bytes: it looks like a binary file, not text)"
+    return "; convert it to UTF-8 (e.g. iconv -f latin1 -t UTF-8 for Latin-1 text)"
+
+
+def text_lines(path_or_stream, what: str = "input file", digest=None) -> Iterator[str]:
+    """The lines of a UTF-8 text file (plain, gzip'd, bzip2'd or xz'd) or binary/text stream, one at a time, as
+    `wc -l` and every editor count them: split on "\\n" only, a "\\r\\n" ending removed with it, a lone "\\r"
+    (and "\\x0c", U+2028, U+0085, ...) kept inside its line, a leading byte-order mark removed; the last line needs
+    no "\\n". The input is opened once (an `OpenedText` from `open_text` is read and closed), so a pipe loses
+    nothing. `digest` (a hashlib object), if given, is updated with every decompressed byte read.
 
     Raises `TextFileError` (one line naming the file, `what` naming the input: "The train source file data/x.en
-    ...") for a missing file, a folder, a read error, a truncated or corrupt gzip file, or bytes that are not UTF-8
-    (naming the byte's offset in the uncompressed text, and how to convert it). Memory: one chunk of the file."""
-    name, owned, stream = _open(path_or_stream, what)
+    ...") for a missing file, a folder, a read error, a truncated or corrupt compressed file, text in UTF-16 or
+    UTF-32, or bytes that are not UTF-8 (naming the byte's offset in the uncompressed text, and how to convert it).
+    Memory: one chunk of the file."""
+    name, owned, stream, compression = _open(path_or_stream, what)
     try:
         offset, rest, head = 0, b"", None
         while True:
-            chunk = _read_chunk(stream, name, what)
+            chunk = _read_chunk(stream, name, what, compression)
+            if digest is not None:
+                digest.update(chunk)
             if head is None:
-                head = chunk[:2]
+                head = chunk[:4096]
+                if (_looks_like_utf16_or_32(head) and b"\x00" in head
+                        and not head.startswith((b"\xff\xfe", b"\xfe\xff"))):  # no mark: UTF-8 full of NULs
+                    raise TextFileError(f"The {what} {name} is not UTF-8 text: byte {head.index(0)} (0x00) is a "
+                                        f"NUL{UTF16_HINT}.")
                 if chunk.startswith(BOM):
                     chunk, offset = chunk[len(BOM):], len(BOM)
             data = rest + chunk
@@ -84,11 +209,8 @@ def text_lines(path_or_stream, what: str = "input file") -> Iterator[str]:
             try:
                 text = whole.decode("utf-8")
             except UnicodeDecodeError as error:
-                hint = (" (it looks like UTF-16: convert it with iconv -f UTF-16 -t UTF-8)"
-                        if head in (b"\xff\xfe", b"\xfe\xff") else
-                        "; convert it to UTF-8 (e.g. iconv -f latin1 -t UTF-8)")
                 raise TextFileError(f"The {what} {name} is not UTF-8 text: byte {offset + error.start} "
-                                    f"(0x{whole[error.start]:02x}) cannot be decoded{hint}.") from None
+                                    f"(0x{whole[error.start]:02x}) cannot be decoded{_decoding_hint(head)}.") from None
             offset += len(whole)
             if text:
                 lines = text.split("\n")
@@ -103,12 +225,15 @@ def text_lines(path_or_stream, what: str = "input file") -> Iterator[str]:
             owned.close()
 
 
-def count_text_lines(path, what: str = "input file") -> int:
-    """How many lines `text_lines` finds in the file `path` (gzip'd or not), counted in chunks without decoding (a
-    progress bar's total): its "\\n"s, and one more when the last line has none."""
+def count_text_lines(path, what: str = "input file") -> int | None:
+    """How many lines `text_lines` finds in the file `path` (compressed or not), counted in chunks without decoding
+    (a progress bar's total): its "\\n"s, and one more when the last line has none. None for an input that can be
+    read only once (`reads_once`: a pipe), which counting would consume."""
+    if reads_once(path):
+        return None
     count, last = 0, b"\n"
-    with open_text_file(path, what) as stream:
-        while chunk := _read_chunk(stream, os.fspath(path), what):
+    with open_text(path, what) as opened:
+        while chunk := _read_chunk(opened.stream, os.fspath(path), what, opened.compression):
             count += chunk.count(b"\n")
             last = chunk[-1:]
     return count + (last != b"\n")
@@ -119,4 +244,5 @@ def read_text_lines(path_or_stream, what: str = "input file") -> list[str]:
     return list(text_lines(path_or_stream, what))
 
 
-__all__ = ["BOM", "count_text_lines", "open_text_file", "read_text_lines", "text_lines"]
+__all__ = ["BOM", "OpenedText", "count_text_lines", "open_text", "open_text_file", "read_text_lines", "reads_once",
+           "text_lines"]

@@ -90,6 +90,11 @@ class DataArguments:
     data_cache_dir: str | None = field(default=None, metadata={
         "help": "Where the training text files are cached as Arrow files (read once, tokenized once per tokenizer). "
                 "Default: $HF_DATASETS_CACHE/vanilla-transformer-corpora (~/.cache/huggingface/datasets/...)."})
+    verify_corpus: bool = field(default=False, metadata={
+        "help": "Use the cached copy of the training files only if their content's SHA-256, recorded when they were "
+                "read, still matches (one more pass over the files). Default: a file is read again when its path, "
+                "inode, size, modification or status-change time changed, which every edit shows on local disks; "
+                "this is for file systems that do not report them reliably."})
     tokenizer_sample_lines: int = field(default=1_000_000, metadata={
         "help": "Train the BPE vocabulary on at most this many sentences (both sides of half as many training "
                 "pairs), drawn at random with --seed from a larger corpus (as SentencePiece's input_sentence_size)."})

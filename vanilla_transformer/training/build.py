@@ -10,6 +10,7 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, DataC
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 from vanilla_transformer.cli.options import UsageError
+from vanilla_transformer.files import reads_once
 from vanilla_transformer.training.augmentation import augmenting_collator
 from vanilla_transformer.training.context import RunContext, RunData
 from vanilla_transformer.training.corpus_cache import sample_texts
@@ -78,8 +79,12 @@ def load_splits(data_args, training_args) -> RunData:
             splits = {"train": corpus.pairs, **splits}
         source_lang = data_args.source_lang or language_from_extension(data_args.train_source)
         target_lang = data_args.target_lang or language_from_extension(data_args.train_target)
-        folder = os.path.basename(os.path.dirname(os.path.abspath(data_args.train_source)))
-        return RunData(splits, source_lang, target_lang, folder or os.path.basename(data_args.train_source), corpus)
+        named_by = next((path for path in (data_args.train_source, data_args.test_source, data_args.validation_source)
+                         if path is not None and not reads_once(path)), None)  # /dev/fd/63 names nothing
+        if named_by is None:
+            return RunData(splits, source_lang, target_lang, "text files read from pipes", corpus)
+        folder = os.path.basename(os.path.dirname(os.path.abspath(named_by)))
+        return RunData(splits, source_lang, target_lang, folder or os.path.basename(named_by), corpus)
     if data_args.preset != "demo":
         raise UsageError(f"--preset {data_args.preset} needs data: text files (--train_source/--train_target, "
                          "...) or --dataset_name. Only the demo preset generates its own corpus.")

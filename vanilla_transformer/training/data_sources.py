@@ -44,11 +44,19 @@ def read_parallel_files(source_path: str, target_path: str, split: str) -> dict[
         )
     return {"source": sources, "target": targets}
 
+# the suffixes of compressed files, never a language: train.en.gz is English
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zstd", ".lz4", ".z", ".zip", ".7z", ".bz", ".lzma")
+
+
 def language_from_extension(path: str | None) -> str | None:
-    """'data/train.de' -> 'de' (the usual naming of parallel corpora), else None."""
+    """'data/train.de' -> 'de' (the usual naming of parallel corpora), 'data/train.de.gz' -> 'de' (a compression
+    suffix is skipped), else None."""
     if not path:
         return None
-    extension = os.path.splitext(path)[1].lstrip(".")
+    stem, extension = os.path.splitext(path)
+    if extension.lower() in COMPRESSION_SUFFIXES:
+        extension = os.path.splitext(stem)[1]
+    extension = extension.lstrip(".")
     return extension if extension.isalpha() and 2 <= len(extension) <= 3 else None
 
 

@@ -140,6 +140,27 @@ def check_output_dir(training_args, resume: str | None, inputs=()) -> None:
     only_ours(output_dir, resume)
 
 
+DATA_OPTIONS = ("train_source", "train_target", "validation_source", "validation_target", "test_source",
+                "test_target", "dataset_name")
+
+
+def check_data_paths(data_args, training_args) -> None:
+    """Before any work: --output_dir never holds a file or folder the run reads its data from (the run writes
+    test_predictions.txt, checkpoints and a model there, and --overwrite_output_dir deletes), nor the corpus cache
+    (--data_cache_dir: the cache's files are not the run's). One `UsageError` line naming both."""
+    output_dir = training_args.output_dir
+    for option in DATA_OPTIONS:
+        path = getattr(data_args, option, None)
+        if path is not None and os.path.exists(path) and is_within(path, output_dir):
+            raise UsageError(f"--{option.replace('_', '-')} {path} lies inside --output-dir {output_dir}, where the "
+                             "run writes its predictions, checkpoints and model: move the file out or choose another "
+                             "--output-dir.")
+    cache_dir = getattr(data_args, "data_cache_dir", None)
+    if cache_dir is not None and data_args.train_source is not None and is_within(cache_dir, output_dir):
+        raise UsageError(f"--data-cache-dir {cache_dir} lies inside --output-dir {output_dir}; the corpus cache "
+                         "outlives runs and holds none of the run's files: choose a cache folder outside it.")
+
+
 def only_ours(output_dir: str, resume: str | None) -> None:
     """--output_dir holds nothing the user saved that this run could replace (`files.lock.check_run_folder`)."""
     try:

@@ -23,8 +23,9 @@ from datasets.distributed import split_dataset_by_node
 
 from vanilla_transformer.files import text_lines
 from vanilla_transformer.training.batching import cut_points
-from vanilla_transformer.training.cleaning import pair_rules, passing
+from vanilla_transformer.training.cleaning import CLEANING_RULES, pair_rules, passing
 from vanilla_transformer.training.corpus_cache import batch_encoder
+from vanilla_transformer.training.messages import DataError
 
 
 def _pairs(source: str, target: str) -> Iterator[dict]:
@@ -62,6 +63,29 @@ class StreamingTokenBatches(torch.utils.data.IterableDataset):
         if self.clean:
             stream = stream.filter(self.keep, batched=True, batch_size=1_000)
         return stream
+
+    def check_some_pair_is_kept(self, batch_pairs: int = 1_000) -> None:
+        """Raise `DataError` (one line naming the files and the pairs each rule dropped) when the cleaning drops
+        every pair of the files: the endless stream would never make a batch. Reads the files in order until a pair
+        is kept: the first batch of pairs, unless nearly all of them go."""
+        if not self.clean:
+            return
+        encode_sources = batch_encoder(self.tokenizer, self.max_source_length + 1)
+        encode_targets = batch_encoder(self.tokenizer, self.max_target_length + 1, target=True)
+        counts = dict.fromkeys(CLEANING_RULES[:3], 0)
+        pairs = _pairs(self.source, self.target)
+        while chunk := list(itertools.islice(pairs, batch_pairs)):
+            batch = {"input_ids": encode_sources([p["source"] for p in chunk]),
+                     "labels": encode_targets([p["target"] for p in chunk])}
+            if any(self.keep(batch)):
+                return
+            source, target = (np.fromiter(map(len, batch[name]), dtype=np.int64, count=len(chunk))
+                              for name in ("input_ids", "labels"))
+            for rule, mask in pair_rules(source, target, self.max_source_length, self.max_target_length).items():
+                counts[rule] += int(mask.sum())
+        raise DataError(f"No training pair of {self.source} / {self.target} is left after cleaning "
+                        f"({', '.join(f'{rule} {count:,}' for rule, count in counts.items())}); check the files, or "
+                        "keep them with --no_clean.")
 
     def keep(self, batch) -> list[bool]:
         """The pairs of `batch` that break none of the cleaning rules that need only the pair itself."""

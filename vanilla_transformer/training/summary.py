@@ -30,7 +30,7 @@ class RunState:
                     examples=self.examples, metrics=self.metrics, training_summary=self.training_summary)
 
 
-def training_summary(context, *, training_pairs: int, metrics: dict) -> dict:
+def training_summary(context, *, training_pairs: int | str, metrics: dict) -> dict:
     """The "Training" table of the model card of the run `context` (`context.RunContext`, trained): recipe, data,
     batch, optimizer, schedule, averaging, time."""
     data_args, training_args, state = context.data_args, context.training_args, context.state

@@ -17,15 +17,18 @@ import datasets
 from transformers import AutoTokenizer
 
 from vanilla_transformer.cli.options import UsageError
+from vanilla_transformer.files import reads_once
 from vanilla_transformer.training.arrow_columns import length_columns, select_kept
 from vanilla_transformer.training.cleaning import clean_corpus, describe_cleaning, drop_empty_sides
 from vanilla_transformer.training.corpus_cache import (
+    check_cache_dir,
     check_pairs,
     default_cache_dir,
     read_corpus,
     sample_file_texts,
     sample_pairs,
     sample_texts,
+    staging,
     tokenize_corpus,
 )
 from vanilla_transformer.training.data_sources import check_file_pair
@@ -50,7 +53,9 @@ class TextCorpus:
 
     def report(self) -> dict:
         """The entries of all_results.json."""
-        entries = {"train_pairs_read": self.pairs_read, "train_pairs_used": self.pairs_used}
+        entries = {"train_pairs_read": self.pairs_read}
+        if self.pairs_used is not None:  # a stream counts no used pairs
+            entries["train_pairs_used"] = self.pairs_used
         if self.cleaning:
             entries["cleaning"] = dict(self.cleaning)
         return entries
@@ -62,9 +67,25 @@ def _process_log(training_args):
     return lambda line: print(prefix + line, flush=True)
 
 
+def _check_pipes(data_args, training_args) -> None:
+    """A training file that can be read only once (a pipe, a FIFO, /dev/stdin: `files.reads_once`) is read once into
+    the cache, by one process; where that cannot be, one line before anything is read."""
+    pipes = [path for path in (data_args.train_source, data_args.train_target) if reads_once(path)]
+    if not pipes:
+        return
+    if data_args.streaming:
+        raise UsageError(f"--streaming reads the training files again and again, but {pipes[0]} is a pipe (or "
+                         "FIFO, /dev/stdin), which can be read only once: drop --streaming (the pipe is then read "
+                         "once into the corpus cache), or write it to a file first.")
+    if training_args.world_size > 1:
+        raise UsageError(f"{pipes[0]} is a pipe (or FIFO, /dev/stdin), which can be read only once, but every "
+                         f"process of this {training_args.world_size}-process run reads the training files: write "
+                         "it to a file first.")
+
+
 def open_text_corpus(data_args, training_args) -> TextCorpus:
-    """Check the training files and (unless streaming) read them into the cache; one `DataError` line for a bad
-    file, before anything is written."""
+    """Check the training files and (unless streaming) read them into the cache; one line for a bad file or a cache
+    folder that cannot take them, before anything is written."""
     check_file_pair("train", data_args.train_source, data_args.train_target)
     cache_dir = os.path.abspath(data_args.data_cache_dir or default_cache_dir())
     corpus = TextCorpus(data_args.train_source, data_args.train_target, data_args.streaming, cache_dir)
@@ -77,12 +98,18 @@ def open_text_corpus(data_args, training_args) -> TextCorpus:
             raise UsageError("--bpe_dropout needs the cached training pairs; drop --streaming or --bpe_dropout.")
         if data_args.max_train_samples is not None:
             raise UsageError("--max_train_samples does not apply to --streaming (give --max_steps).")
+        if data_args.verify_corpus:
+            raise UsageError("--verify_corpus checks the corpus cache, which --streaming does not use; drop one.")
+        _check_pipes(data_args, training_args)
         with training_args.main_process_first(desc="checking the training files"):
             corpus.pairs_read = check_pairs(corpus.source, corpus.target, "train")
         return corpus
+    _check_pipes(data_args, training_args)
+    check_cache_dir(cache_dir)
     with training_args.main_process_first(desc="reading the training files"):
         corpus.pairs, corpus.key = read_corpus(corpus.source, corpus.target, "train", cache_dir,
-                                               log=_process_log(training_args))
+                                               log=_process_log(training_args),
+                                               verify=data_args.verify_corpus)
     if data_args.max_train_samples is not None and data_args.max_train_samples < len(corpus.pairs):
         corpus.pairs = corpus.pairs.select(range(data_args.max_train_samples))
     corpus.pairs_read = len(corpus.pairs)
@@ -109,24 +136,31 @@ def tokenizer_texts(corpus: TextCorpus, data_args, seed: int) -> Iterator[str]:
 def cached_tokenizer(corpus: TextCorpus, data_args, training_args, train):
     """The BPE tokenizer `train(texts)` makes from `tokenizer_texts`, kept in the corpus cache under a fingerprint
     of (pairs, vocabulary size, sample size, seed, maximum length): the main process trains it once, every later
-    run and every other process loads it."""
+    run and every other process loads it. A cached copy that cannot be loaded is trained again, after a notice."""
     key = hashlib.sha256(json.dumps([corpus.key, len(corpus.pairs), data_args.vocab_size,
                                      data_args.tokenizer_sample_lines, training_args.seed,
                                      max(data_args.max_source_length, data_args.max_target_length)]).encode())
-    folder = os.path.join(corpus.cache_dir, f"pairs-{corpus.key}", f"tokenizer-{key.hexdigest()[:20]}")
+    name = f"tokenizer-{key.hexdigest()[:20]}"
+    folder = os.path.join(corpus.cache_dir, f"pairs-{corpus.key}", name)
     log = _process_log(training_args)
     describe_sample(corpus, data_args.tokenizer_sample_lines, training_args.seed)  # a reused tokenizer's too
     with training_args.main_process_first(desc="training the BPE tokenizer"):
-        if os.path.isfile(os.path.join(folder, "tokenizer.json")):
-            log(f"Reusing the BPE tokenizer in {folder}")
-            return AutoTokenizer.from_pretrained(folder)
+        if os.path.isdir(folder):
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(folder)
+                log(f"Reusing the BPE tokenizer in {folder}")
+                return tokenizer
+            except Exception as error:  # tokenizers and transformers raise many kinds for a damaged file
+                log(f"The cached BPE tokenizer {folder} is damaged ({' '.join(str(error).split())[:200]}); "
+                    "training it again.")
+                shutil.rmtree(folder, ignore_errors=True)  # ours: made by this function
         tokenizer = train(tokenizer_texts(corpus, data_args, training_args.seed))
-        temporary = f"{folder}.tmp-{os.getpid()}"
-        tokenizer.save_pretrained(temporary)
-        try:
-            os.rename(temporary, folder)
-        except OSError:  # another machine's main process sharing the cache saved the same tokenizer first
-            shutil.rmtree(temporary)
+        with staging(corpus.cache_dir, log) as stage:
+            tokenizer.save_pretrained(os.path.join(stage, name))
+            try:
+                os.rename(os.path.join(stage, name), folder)
+            except OSError:  # another machine's main process sharing the cache saved the same tokenizer first
+                pass
         log(f"Trained the BPE tokenizer, kept in {folder}")
     return tokenizer
 
@@ -140,8 +174,6 @@ def cached_training_set(corpus: TextCorpus, tokenizer, data_args, training_args,
         tokenized = tokenize_corpus(corpus.pairs, corpus.key, tokenizer, data_args.max_source_length,
                                     data_args.max_target_length, clean=clean, cache_dir=corpus.cache_dir,
                                     num_proc=data_args.preprocessing_num_workers, log=_process_log(training_args))
-    if len(tokenized) != len(corpus.pairs):  # --max_train_samples: the first pairs of the cached whole
-        tokenized = tokenized.select(range(len(corpus.pairs)))
     source, target = length_columns(tokenized)
     if clean:
         kept, counts = clean_corpus(tokenized, corpus.pairs, data_args.max_source_length,
@@ -163,10 +195,13 @@ def cached_training_set(corpus: TextCorpus, tokenizer, data_args, training_args,
 
 
 def streaming_training_set(corpus: TextCorpus, tokenizer, data_args, training_args) -> StreamingTokenBatches:
-    """This process's endless stream of token batches; the run's length comes from --max_steps or the budget."""
-    return StreamingTokenBatches(
+    """This process's endless stream of token batches; the run's length comes from --max_steps or the budget. A
+    stream whose every pair the cleaning drops is one `DataError` line here, before the run writes anything."""
+    stream = StreamingTokenBatches(
         corpus.source, corpus.target, tokenizer, max_source_length=data_args.max_source_length,
         max_target_length=data_args.max_target_length, max_tokens=training_args.max_tokens,
         clean=not data_args.no_clean, seed=training_args.data_seed if training_args.data_seed is not None
         else training_args.seed, rank=training_args.process_index, world_size=training_args.world_size,
         shuffle_buffer_pairs=data_args.shuffle_buffer_pairs, maxi_batch_pairs=data_args.maxi_batch_pairs)
+    stream.check_some_pair_is_kept()
+    return stream

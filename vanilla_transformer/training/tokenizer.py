@@ -17,19 +17,27 @@ from collections.abc import Iterable, Iterator
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from vanilla_transformer.files import text_lines
+from vanilla_transformer.files import reads_once, text_lines
 
+# Words longer than this many characters (a URL, a line without spaces) are cut into pieces of this length while the
+# vocabulary is trained: BPE training time grows with the square of a word's length (a 200,000-character word took
+# minutes), as SentencePiece's trainer bounds its pieces by max_sentencepiece_length. Encoding is linear in the length
+# and sees the words whole.
+MAX_WORD_CHARS = 64
 # Ids fixed to match VanillaTransformerConfig's defaults (pad 0, bos/decoder start 1, eos 2).
 SPECIAL_TOKENS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 
 
 def _check_files(files: list[str]) -> None:
-    """Fail before training, naming the file, if one is missing, not a file, not UTF-8 text or has no text."""
+    """Fail before training, naming the file, if one is missing, not a file, not UTF-8 text or has no text (a pipe,
+    which can be read only once, is checked while it is read)."""
     if not files:
         raise ValueError("No tokenizer training file given.")
     for path in files:
         if not os.path.exists(path):
             raise FileNotFoundError(f"Tokenizer training file not found: {path}")
+        if reads_once(path):  # a pipe is read once, while training; its errors come then
+            continue
         # read to the end: a byte that is not UTF-8 anywhere in the file stops it here, before any training
         if not sum(1 for line in text_lines(path, "tokenizer training file") if line.strip()):
             raise ValueError(f"Tokenizer training file {path} is empty (no non-blank line).")
@@ -67,7 +75,10 @@ def train_tokenizer(
     tokenizer.normalizer = normalizers.Sequence(
         [normalizers.NFKC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Strip()]
     )
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    words = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    # for training only: each word in pieces of at most MAX_WORD_CHARS characters ("▁" included)
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [words, pre_tokenizers.Split(Regex(f".{{1,{MAX_WORD_CHARS}}}"), behavior="isolated")])
     tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -76,6 +87,7 @@ def train_tokenizer(
         show_progress=False,
     )
     tokenizer.train_from_iterator(iterator, trainer=trainer)
+    tokenizer.pre_tokenizer = words
     if tokenizer.get_vocab_size() <= len(SPECIAL_TOKENS):
         raise ValueError("The tokenizer training data is empty: no non-blank line was found.")
     eos = SPECIAL_TOKENS["eos_token"]

@@ -41,6 +41,7 @@ from vanilla_transformer.training.precision import default_precision, precision_
 from vanilla_transformer.training.presets import PRESETS
 from vanilla_transformer.training.run_folder import (
     check_checkpoints,
+    check_data_paths,
     check_output_dir,
     commit_final_save,
     final_staging_folder,
@@ -65,6 +66,11 @@ def train(trainer, training_args, resume: str | None) -> dict:
         trainer.state = TrainerState.load_from_json(os.path.join(resume, "trainer_state.json"))
         return {}
     train_result = trainer.train(resume_from_checkpoint=resume)
+    if training_args.max_tokens and "train_samples_per_second" in train_result.metrics:  # token batches
+        speed = trainer.pairs_per_second(train_result.metrics.get("train_runtime"))
+        for entry in (train_result.metrics, trainer.state.log_history[-1] if trainer.state.log_history else {}):
+            if "train_samples_per_second" in entry:
+                entry["train_samples_per_second"] = speed
     # One write with its newline: processes sharing a pipe cannot split the line.
     sys.stdout.write(f"Finished training on rank {training_args.process_index} of {training_args.world_size} "
                      f"(step {trainer.state.global_step})\n")
@@ -83,6 +89,7 @@ def run(data_args, model_args, training_args, callbacks=None) -> dict:
     resume = resolve_resume_checkpoint(training_args)
     check_checkpoints(resume, model_args, data_args)
     inputs = model_inputs(data_args, model_args)
+    check_data_paths(data_args, training_args)
     check_output_dir(training_args, resume, inputs)
     if resume is not None and (saved := finished_run(training_args)) is not None:
         return saved
@@ -121,7 +128,9 @@ def run(data_args, model_args, training_args, callbacks=None) -> dict:
             metrics.update(data.corpus.report())
         if data_args.augment:  # the probabilities of --augment (training/augmentation.py)
             metrics["augmentation"] = parse_augment(data_args.augment)
-        training_pairs = data.corpus.pairs_used if data.corpus is not None else len(context.tokenized["train"])
+        training_pairs = (data.corpus.pairs_used if data.corpus is not None and not data.corpus.streaming else
+                          f"streamed from the {data.corpus.pairs_read:,} pairs of the files, cleaned on the fly"
+                          if data.corpus is not None else len(context.tokenized["train"]))
         state.training_summary = training_summary(context, training_pairs=training_pairs, metrics=metrics)
         save(trainer, training_args, metrics, staging)
         commit_final_save(trainer, training_args, staging)

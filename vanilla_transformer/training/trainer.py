@@ -256,6 +256,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         self.train_collator = train_collator  # collates the training batches (evaluation: data_collator)
         if hasattr(train_collator, "set_epoch"):  # training.augmentation.AugmentingCollator
             self.add_callback(EpochForCollator(train_collator))
+        self.pairs_trained = 0  # pairs in the batches this process trained on (`training_step`)
         self.token_batch_sampler = None
         self.streams_batches = isinstance(self.train_dataset, torch.utils.data.IterableDataset)
         if self.args.max_tokens and self.train_dataset is not None and not self.streams_batches:
@@ -304,8 +305,21 @@ class TranslationTrainer(Seq2SeqTrainer):
     def training_step(self, model, inputs, *args, **kwargs):
         """The Trainer's step; with bf16 autocast on the CPU, attention of short batches by the math kernel (the flash
         kernel's bf16 backward is slower there: training/precision.py)."""
+        if "input_ids" in inputs:
+            self.pairs_trained += int(inputs["input_ids"].shape[0])
         with attention_kernel(self.args, inputs):
             return super().training_step(model, inputs, *args, **kwargs)
+
+    def pairs_per_second(self, runtime: float) -> float | None:
+        """Training pairs per second over `runtime` seconds, counted in the batches every process trained on. The
+        Trainer's own `train_samples_per_second` multiplies the steps by --per_device_train_batch_size, which token
+        batches (--max_tokens, --streaming) do not have."""
+        if not runtime or runtime <= 0:
+            return None
+        pairs = torch.tensor(self.pairs_trained, device=self.args.device)
+        if self.args.world_size > 1:
+            pairs = self.accelerator.reduce(pairs, reduction="sum")
+        return round(int(pairs) / runtime, 3)
 
     def create_scheduler(self, num_training_steps: int, optimizer=None):
         """A time-budget run follows its plan (`BudgetSchedule`); any other the Trainer's `--lr_scheduler_type`."""

@@ -262,20 +262,27 @@ def test_mismatched_line_counts_are_found_without_holding_the_files_in_memory(tm
 
     monkeypatch.setattr(corpus_cache, "PAIRS_PER_BATCH", 1_000)  # small batches and reads: the peak shows what is held
     monkeypatch.setattr(text, "READ_CHUNK_BYTES", 1 << 16)
-    lines = 200_000
-    source, target = tmp_path / "big.en", tmp_path / "big.de"
-    source.write_text("".join(f"sentence number {i} of the source side\n" for i in range(lines)), encoding="utf-8")
-    target.write_text("".join(f"Satz {i} der Zielseite\n" for i in range(lines + 7)), encoding="utf-8")
-    counted = [int(subprocess.run(["wc", "-l", str(p)], capture_output=True, text=True).stdout.split()[0])
-               for p in (source, target)]
-    tracemalloc.start()
-    with pytest.raises(DataError) as raised:
-        check_pairs(str(source), str(target), "train")
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    assert f"has {counted[0]:,} lines but {target} has {counted[1]:,}" in str(raised.value)
-    size = os.path.getsize(source) + os.path.getsize(target)
-    assert peak < size / 10, (peak, size)  # a batch of lines and a read buffer, not the files
+
+    def peak_of_check(lines: int) -> tuple[int, int]:
+        """(the peak of traced memory while the check reads files of `lines` and `lines + 7` lines, their size)."""
+        source, target = tmp_path / f"{lines}.en", tmp_path / f"{lines}.de"
+        source.write_text("".join(f"sentence number {i} of the source side\n" for i in range(lines)), encoding="utf-8")
+        target.write_text("".join(f"Satz {i} der Zielseite\n" for i in range(lines + 7)), encoding="utf-8")
+        counted = [int(subprocess.run(["wc", "-l", str(p)], capture_output=True, text=True).stdout.split()[0])
+                   for p in (source, target)]
+        tracemalloc.start()
+        with pytest.raises(DataError) as raised:
+            check_pairs(str(source), str(target), "train")
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert f"has {counted[0]:,} lines but {target} has {counted[1]:,}" in str(raised.value)
+        return peak, os.path.getsize(source) + os.path.getsize(target)
+
+    peak_of_check(10)  # what a first call imports and caches, which no file costs
+    small, _ = peak_of_check(50_000)
+    large, size = peak_of_check(200_000)
+    # a batch of lines and a read buffer, the same for both files: four times the lines, not four times the memory
+    assert large < 1.5 * small and large < size / 5, (small, large, size)
 
 
 @pytest.mark.parametrize("compress", [False, True])

@@ -14,12 +14,19 @@ beam 4, length penalty 0.6) unless `--num-beams` / `--max-new-tokens` say otherw
 A * n + B tokens for a source of n (--max-length-a, --max-length-b; by default the folder's generation config's
 `max_length_a` / `max_length_b`), so that no output runs away. A folder written
 by `vanilla-transformer export ctranslate2` is translated by CTranslate2 (`--engine` chooses explicitly).
+
+A corpus (--input with at least 2000 lines, standard input or a pipe, or any --input with --compute-type) given
+with a PyTorch folder is translated by CTranslate2 when it is installed: the folder is exported once into a cache
+($HF_HOME/vanilla-transformer/ct2), reused while its files stay the same, and one line says so. A folder CTranslate2
+cannot express is translated by PyTorch, with one line saying why; --engine pytorch keeps PyTorch. A run resumed
+with an output half written by the other engine is refused: one file is never translated by two engines.
 """
 
 import argparse
 import gzip
 import os
 import sys
+from itertools import islice
 
 from vanilla_transformer.cli.options import (
     UsageError,
@@ -35,8 +42,15 @@ from vanilla_transformer.cli.options import (
 # CTranslate2 folder is translated without torch and transformers' model code
 REGISTERS_WHEN_NEEDED = True
 # what changes no translation: a run may resume with other values of these
+# (--engine is not: the engine that translates is, as `engine_used`)
 NOT_IN_THE_RECORD = ("no_progress", "overwrite", "output", "input", "texts", "command", "command_check",
-                     "command_run", "command_parser", "command_registers")
+                     "command_run", "command_parser", "command_registers", "engine", "engine_note")
+# A PyTorch folder is exported to CTranslate2 automatically (`--engine auto`) for an --input of at least this many
+# lines: an export costs about what PyTorch takes for a few hundred sentences of a base model on a CPU, paid once
+# (the export is cached), and CTranslate2 translates several times faster; below it the saving is small, and a
+# handful of sentences is faster without the export.
+AUTO_EXPORT_LINES = 2000
+ENGINE_NAMES = {"pytorch": "PyTorch", "ctranslate2": "CTranslate2"}
 
 
 def non_negative_float(text: str) -> float:
@@ -88,10 +102,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="random seed of sampling (default 0)")
     parser.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda when available)")
     parser.add_argument("--engine", choices=ENGINES, default="auto",
-                        help="pytorch or ctranslate2 (default: what the folder holds)")
+                        help="pytorch or ctranslate2 (default: what the folder holds; a corpus given with a PyTorch "
+                             "folder goes to CTranslate2, exported into a cache, when it is installed)")
     parser.add_argument("--compute-type", default="default",
                         help="CTranslate2 only: int8, int8_float32, float32, float16, bfloat16, ... "
-                             "(default: the exported weights' type)")
+                             "(default: the exported weights' type; float32 for an automatic export)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar shown for --input")
     return parser
 
@@ -125,19 +140,25 @@ def _resumable_output(args: argparse.Namespace):
                            inputs=[args.model])
 
 
-def _check_output(args: argparse.Namespace) -> None:
+def _check_output(args: argparse.Namespace, output=None) -> int:
     """--output must not replace what this command reads (--input, the --model folder or a place inside it), nor an
-    existing file without --overwrite; a resumable one must match its interrupted run's input and options."""
+    existing file without --overwrite; a resumable one must match its interrupted run's input and options, its
+    engine too. Returns the lines an interrupted run did (0 for none)."""
     from vanilla_transformer.files.errors import OutputError
     from vanilla_transformer.files.paths import check_output_file
 
     if not args.output:
-        return
+        return 0
     try:
         if _resumable(args):
-            _resumable_output(args).check()
-        else:
-            check_output_file(args.output, inputs=_inputs(args), overwrite=args.overwrite)
+            output = output or _resumable_output(args)
+            try:
+                return output.check()
+            except OutputError:
+                _check_engine_of_record(args, output)
+                raise
+        check_output_file(args.output, inputs=_inputs(args), overwrite=args.overwrite)
+        return 0
     except OutputError as error:
         raise UsageError(str(error)) from None
 
@@ -153,6 +174,100 @@ def _check_device(args: argparse.Namespace) -> None:
         torch_device(args.device)
     except argparse.ArgumentTypeError as error:
         raise UsageError(f"--device {error}") from None
+
+
+def _check_engine_of_record(args: argparse.Namespace, output) -> None:
+    """A refused resume whose record matches these options translated by the other engine: say so (one line)."""
+    from vanilla_transformer.files.errors import OutputError
+    from vanilla_transformer.files.resumable import options_digest
+
+    if args.overwrite:
+        return
+    other = "pytorch" if args.engine_used == "ctranslate2" else "ctranslate2"
+    record = output._read_record()
+    if record is None or record["options"] != options_digest({**_record_options(args), "engine_used": other}):
+        return
+    how = ("--engine pytorch" if other == "pytorch" else
+           "--engine auto (with CTranslate2 installed)" if _folder_kind(args.model) != "ctranslate2" else
+           "the same --model")
+    raise OutputError(f"--output {args.output}: an interrupted run translated its first {record['lines']} lines with "
+                      f"{ENGINE_NAMES[other]}, and this run would translate with {ENGINE_NAMES[args.engine_used]}; "
+                      f"one file is never translated by two engines: continue with {how}, or give --overwrite to "
+                      "start again.")
+
+
+def _folder_kind(path: str) -> str | None:
+    from vanilla_transformer.checkpoints.kinds import folder_kind
+
+    try:
+        return folder_kind(path)
+    except (OSError, ValueError):
+        return None
+
+
+def _a_corpus(args: argparse.Namespace) -> bool:
+    """Is --input worth an export (`AUTO_EXPORT_LINES` lines or more; standard input and pipes, read once, are
+    taken for corpora)? --compute-type asks for CTranslate2 whatever the size."""
+    from vanilla_transformer.files.errors import TextFileError
+    from vanilla_transformer.files.text import reads_once, text_lines
+
+    if not args.input:
+        return False
+    if args.compute_type != "default" or args.input == "-" or reads_once(args.input):
+        return True
+    lines = text_lines(args.input, "--input file")
+    try:
+        return sum(1 for _ in islice(lines, AUTO_EXPORT_LINES)) >= AUTO_EXPORT_LINES
+    except (TextFileError, OSError):
+        return False  # the translation reads it again and says what is wrong with it, in one line
+    finally:
+        lines.close()
+
+
+def plan_engine(args: argparse.Namespace) -> tuple[str, str | None]:
+    """(the engine that will translate, the line to print about it or None), decided before anything is loaded:
+    CTranslate2 for a CTranslate2 folder; for a PyTorch folder with `--engine auto` and a corpus (`_a_corpus`) on the
+    CPU or CUDA, CTranslate2 through the cached export when CTranslate2 is installed and the folder's config is one
+    it can express; PyTorch otherwise."""
+    kind = _folder_kind(args.model)
+    if kind == "ctranslate2" or args.engine == "ctranslate2":
+        return "ctranslate2", None
+    if args.engine == "pytorch" or kind != "seq2seq" or not _a_corpus(args):
+        return "pytorch", None
+    if args.device is not None and args.device.split(":")[0] not in ("cpu", "cuda"):
+        return "pytorch", f"Translating with PyTorch: CTranslate2 does not run on {args.device}."
+    try:
+        from vanilla_transformer.interop.ctranslate2_runtime import import_ctranslate2
+
+        ctranslate2 = import_ctranslate2()
+    except ImportError:
+        return "pytorch", ("Translating with PyTorch (install CTranslate2, pip install 'vanilla-transformer[fast]', "
+                           "to translate a corpus several times faster).")
+    if args.device is not None and args.device.startswith("cuda") and ctranslate2.get_cuda_device_count() == 0:
+        return "pytorch", f"Translating with PyTorch: this CTranslate2 finds no CUDA device for --device {args.device}."
+    reason = _not_exportable(args.model)
+    if reason is not None:
+        return "pytorch", f"Translating with PyTorch: {args.model} cannot be exported to CTranslate2 ({reason})."
+    return "ctranslate2", None
+
+
+def _not_exportable(folder: str) -> str | None:
+    """Why CTranslate2 cannot express the model of `folder` (read from its config alone), or None."""
+    from transformers import AutoConfig
+
+    from vanilla_transformer.interop.export_ctranslate2 import ExportError, check_exportable
+
+    try:
+        config = AutoConfig.from_pretrained(folder)
+    except (OSError, ValueError) as error:
+        return str(error).splitlines()[0]
+    if config.model_type != "vanilla_transformer":
+        return f"it holds a {config.model_type!r} model"
+    try:
+        check_exportable(config)
+    except ExportError as error:
+        return str(error).rstrip(".")
+    return None
 
 
 def check(args: argparse.Namespace) -> None:
@@ -172,6 +287,7 @@ def check(args: argparse.Namespace) -> None:
     if sampling and (args.num_beams or 1) > 1:
         raise UsageError("sampling (--sampling-topk, --sampling-temperature) draws one token at a time: it takes no "
                          "--num-beams above 1")
+    args.engine_used, args.engine_note = plan_engine(args)
     _check_output(args)
 
 
@@ -199,10 +315,13 @@ def run(args: argparse.Namespace) -> None:
     from vanilla_transformer.files.text import count_text_lines, text_lines
     from vanilla_transformer.translate import CHUNK_SIZE, TRANSLATION_KINDS, progress_bar, translate_chunks
 
-    loaded = load_checkpoint(args.model, kinds=TRANSLATION_KINDS, device=args.device, engine=args.engine,
+    if not hasattr(args, "engine_used"):
+        args.engine_used, args.engine_note = plan_engine(args)
+    model, engine = _engine_folder(args)
+    loaded = load_checkpoint(model, kinds=TRANSLATION_KINDS, device=args.device, engine=engine,
                              compute_type=args.compute_type, purpose="translate")
     output = _resumable_output(args) if _resumable(args) else None
-    done = output.check() if output else 0  # again: another program may have changed things meanwhile
+    done = _check_output(args, output)  # again: another program may have changed things meanwhile, or the export failed
     lines = args.texts
     if args.input:
         lines = text_lines(sys.stdin if args.input == "-" else args.input, "--input file")
@@ -217,6 +336,37 @@ def run(args: argparse.Namespace) -> None:
             _write(args, chunks, output)
         except TextFileError as error:
             raise ValueError(str(error).replace("--input file standard input", "standard input (--input -)")) from None
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _engine_folder(args: argparse.Namespace) -> tuple[str, str]:
+    """(the folder to load, the engine to load it with): for a PyTorch folder planned for CTranslate2
+    (`plan_engine`), its cached export, exported now if need be; PyTorch with one line saying why when it cannot be
+    exported or cached after all. Prints the line of `plan_engine`, or which engine translates."""
+    from vanilla_transformer.files.errors import OutputError
+
+    if args.engine_used != "ctranslate2" or _folder_kind(args.model) == "ctranslate2" or args.engine != "auto":
+        if args.engine_note:
+            _say(args.engine_note)
+        return args.model, args.engine
+    from vanilla_transformer.interop.ctranslate2_cache import cached_export, export_quantization
+    from vanilla_transformer.interop.export_ctranslate2 import ExportError
+
+    try:
+        entry, exported = cached_export(args.model, export_quantization(args.compute_type), log=_say)
+    except (ExportError, OutputError) as error:
+        if args.compute_type != "default":
+            raise UsageError(f"--compute-type needs CTranslate2, and {args.model} cannot be exported to it: "
+                             f"{error}") from None
+        args.engine_used = "pytorch"
+        _say(f"Translating with PyTorch: {args.model} cannot be exported to CTranslate2 ({str(error).rstrip('.')}).")
+        return args.model, "pytorch"
+    _say(f"Translating with CTranslate2: {args.model} {'exported now to' if exported else 'exported in'} the "
+         f"cache {entry} (--engine pytorch translates with PyTorch).")
+    return entry, "ctranslate2"
 
 
 def _write(args: argparse.Namespace, chunks, output) -> None:

@@ -249,3 +249,32 @@ def test_a_bad_input_file_is_still_one_line_from_the_translation(folder, tmp_pat
     code, err = translate(folder, bad, tmp_path / "out.de", capsys)
     assert code == 1 and err.count("\n") == 1 and "UTF-8" in err, err
     assert not exports
+
+
+def test_standard_input_counts_as_a_corpus(folder, tmp_path, capsys, monkeypatch, exports):
+    import io
+
+    text = "".join(line + "\n" for line in ENGLISH[:2])  # few lines, but a pipe cannot be counted before it is read
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    code, out, err = run_main(main, ["translate", "--model", folder, "--input", "-", "--num-beams", "1",
+                                     "--no-progress"], capsys)
+    assert code == 0, err
+    assert "Translating with CTranslate2" in err and len(exports) == 1
+    code, torch_out, err = run_main(main, ["translate", "--model", folder, *ENGLISH[:2], "--num-beams", "1"], capsys)
+    assert code == 0 and out == torch_out, err
+
+
+def test_an_entry_another_process_finished_first_is_used(folder, tmp_path, corpus, capsys, monkeypatch):
+    """Two runs export the same entry at once: the one that finds the other's whole entry in place uses it."""
+    from vanilla_transformer.files.errors import OutputError
+
+    real = cache.to_ctranslate2
+
+    def raced(checkpoint, entry, quantization):
+        real(checkpoint, entry, quantization)  # the other process's export, finished first
+        raise OutputError(f"{entry} is not empty")  # what this one's final check then finds
+
+    monkeypatch.setattr(cache, "to_ctranslate2", raced)
+    code, err = translate(folder, corpus, tmp_path / "out.de", capsys)
+    assert code == 0, err
+    assert "Translating with CTranslate2" in err and len(entries()) == 1

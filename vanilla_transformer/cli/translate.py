@@ -46,9 +46,9 @@ REGISTERS_WHEN_NEEDED = True
 NOT_IN_THE_RECORD = ("no_progress", "overwrite", "output", "input", "texts", "command", "command_check",
                      "command_run", "command_parser", "command_registers", "engine", "engine_note")
 # A PyTorch folder is exported to CTranslate2 automatically (`--engine auto`) for an --input of at least this many
-# lines: an export costs about what PyTorch takes for a few hundred sentences of a base model on a CPU, paid once
-# (the export is cached), and CTranslate2 translates several times faster; below it the saving is small, and a
-# handful of sentences is faster without the export.
+# lines: an export loads and writes the weights once (it is cached), and CTranslate2 translates several times faster
+# (docs/fast-translation.md's table), which a corpus of thousands of lines repays; a handful of sentences would wait
+# longer for the export than for PyTorch.
 AUTO_EXPORT_LINES = 2000
 ENGINE_NAMES = {"pytorch": "PyTorch", "ctranslate2": "CTranslate2"}
 

@@ -17,6 +17,18 @@ from vanilla_transformer.training.numbers import number_translation_splits
 SPLITS = ("train", "validation", "test")
 
 
+def training_corpora(data_args) -> list[tuple[str, str, float, str | None]]:
+    """(source file, target file, weight, tag or None) of each training corpus of text files; [] without any. Takes
+    a single path as well as a list (options built in code)."""
+    sources, targets = data_args.train_source, data_args.train_target
+    sources = [sources] if isinstance(sources, str) else list(sources or ())
+    targets = [targets] if isinstance(targets, str) else list(targets or ())
+    weights = list(getattr(data_args, "train_weights", None) or [1.0] * len(sources))
+    tags = [None if tag in ("", "none") else tag for tag in getattr(data_args, "train_tags", None) or ()]
+    tags += [None] * (len(sources) - len(tags))
+    return list(zip(sources, targets, weights, tags))
+
+
 def check_file_pair(split: str, source_path: str | None, target_path: str | None) -> None:
     """A split's text files come in pairs: one without the other is a usage error naming both options."""
     if (source_path is None) != (target_path is None):

@@ -272,8 +272,10 @@ def test_options_that_do_not_go_together_are_one_usage_line(tmp_path, capsys):
         (["--train_source", a_en, b_en, "--train_target", a_de, b_de, "--train_weights", "x", "1"], "invalid float"),
         (["--train_source", a_en, b_en, "--train_target", a_de, b_de, "--train_tags", "<BT>"],
          "--train_tags gives 1 values for 2 training corpora"),
-        (["--train_source", a_en, a_en, "--train_target", a_de, b_de], f"name {a_en} twice"),
+        (["--train_source", a_en, a_en, "--train_target", a_de, a_de], f"name {a_en} twice"),
         (["--train_source", a_en, b_en, "--train_target", a_de, os.path.relpath(a_de)], f"twice (as {a_de})"),
+        (["--train_source", a_en, b_en, "--train_target", a_de, a_en], f"name {a_en} twice"),
+        (["--train_source", a_en, b_en, "--train_target", b_en, b_de], f"name {b_en} twice"),
     ]
     for options, expected in cases:
         code, _ = _usage_error([*base, *options])

@@ -144,7 +144,7 @@ class DataArguments:
 def check_training_corpora(data_args) -> None:
     """ValueError (one line, a usage error) for training corpora that do not go together: different numbers of
     source and target files, weights or tags that are not one per corpus, a weight that is not a positive finite
-    number, a tag with a space, or the same file given twice."""
+    number, a tag with a space, the same file twice (a source file may serve corpora with different targets)."""
     sources = data_args.train_source if isinstance(data_args.train_source, list) else [data_args.train_source]
     targets = data_args.train_target if isinstance(data_args.train_target, list) else [data_args.train_target]
     sources, targets = [path for path in sources if path is not None], [path for path in targets if path is not None]
@@ -161,14 +161,19 @@ def check_training_corpora(data_args) -> None:
     for tag in data_args.train_tags or ():
         if tag.split() != [tag] and tag not in ("", "none"):
             raise ValueError(f"--train_tags: a tag is one token without spaces, got {tag!r}")
+    # A source file may be shared by corpora with different targets (a distilled and an original translation of
+    # it); a target file, or a file on both sides, is one corpus's.
     seen = {}
-    for path in [*sources, *targets]:
-        real = os.path.realpath(path)
-        if real in seen:
-            raise ValueError(f"--train_source/--train_target name {path} twice"
-                             f"{f' (as {seen[real]})' if seen[real] != path else ''}; give each file once (to "
-                             "draw a corpus more often, give it a --train_weights).")
-        seen[real] = path
+    for side, paths in (("source", sources), ("target", targets)) if len(sources) == len(targets) else ():
+        for index, path in enumerate(paths):
+            real = os.path.realpath(path)
+            earlier = seen.get(real)
+            if earlier is not None and (side == "target" or earlier[0] == "target"
+                                        or os.path.realpath(targets[earlier[1]]) == os.path.realpath(targets[index])):
+                raise ValueError(f"--train_source/--train_target name {path} twice"
+                                 f"{f' (as {earlier[2]})' if earlier[2] != path else ''}; give each corpus once (to "
+                                 "draw a corpus more often, give it a --train_weights).")
+            seen.setdefault(real, (side, index, path))
 
 
 @dataclass

@@ -133,6 +133,7 @@ def build_tokenizer(context: RunContext):
         tokenizer = train_tokenizer(texts, vocab_size=data_args.vocab_size,
                                     model_max_length=max(data_args.max_source_length, data_args.max_target_length))
         if tags:  # --train_tags: each one special token, after the BPE vocabulary
+            check_tags(tokenizer, tags)
             tokenizer.add_special_tokens({"extra_special_tokens": tags})
         return tokenizer
 
@@ -160,10 +161,21 @@ def build_tokenizer(context: RunContext):
     return tokenizer
 
 
+def check_tags(tokenizer, tags: list[str]) -> None:
+    """A tag may not be one of the tokens the model gives a role (padding, start, end, unknown): one usage line."""
+    roles = {getattr(tokenizer, name, None): name.removesuffix("_token") for name in
+             ("pad_token", "bos_token", "eos_token", "unk_token")}
+    for tag in tags:
+        if tag in roles:
+            raise UsageError(f"--train_tags {tag}: that is the tokenizer's {roles[tag]} token; choose another tag, "
+                             "e.g. <BT>.")
+
+
 def with_tags(tokenizer, tags: list[str], context: RunContext):
     """The given tokenizer with the tags of --train_tags: a tag it holds as one token is used as it is; one it lacks
     becomes a new special token where a new model is built from it (--tokenizer_name without a checkpoint), and is
     one `UsageError` line where the model's vocabulary is a checkpoint's."""
+    check_tags(tokenizer, tags)
     vocabulary = tokenizer.get_vocab()
     missing = [tag for tag in tags if tag not in vocabulary]
     if not missing:

@@ -290,3 +290,11 @@ def test_options_that_do_not_go_together_are_one_usage_line(tmp_path, capsys):
     assert raised.value.code == 2
     assert "--streaming reads one training pair of files" in capsys.readouterr().err
     assert not out.exists() and not cache.exists()
+
+
+def test_a_weight_that_would_draw_more_pairs_than_an_epoch_holds_is_one_line(tmp_path):
+    (first, second), files = two_corpora(tmp_path)
+    out = tmp_path / "out"
+    with pytest.raises(UsageError, match=r"--train_weights 1e\+08 draws 4,000,000,000 pairs of .*bt.en per epoch"):
+        train_main(corpora_args(files, out, tmp_path / "cache", "--max_steps", "1", "--train_weights", "1", "1e8"))
+    assert not out.exists()

@@ -141,6 +141,10 @@ class Corpora:
         return entries
 
 
+# pairs per epoch of one corpus after its weight: past this, the indices of one epoch alone take over 16 GiB
+MAX_DRAWN_PAIRS = 2**31
+
+
 def weighted_rows(count: int, weight: float, seed: int, corpus_index: int) -> np.ndarray:
     """The rows (0 .. count-1) of a corpus of `count` pairs that one epoch draws with `weight`: every row
     int(weight) times, then round(fraction * count) rows more (fraction = weight - int(weight)), chosen without
@@ -323,6 +327,10 @@ def corpora_training_set(corpora: Corpora, tokenizer, data_args, training_args):
     parts, sources, targets = [], [], []
     for index, corpus in enumerate(corpora.parts):
         tokenized, (source, target) = cached_training_set(corpus, tokenizer, data_args, training_args, False)
+        if len(tokenized) * corpus.weight >= MAX_DRAWN_PAIRS:  # before numpy is asked for the indices
+            raise UsageError(f"--train_weights {corpus.weight:g} draws {len(tokenized) * corpus.weight:,.0f} pairs "
+                             f"of {corpus.source} per epoch, more than the {MAX_DRAWN_PAIRS:,} one epoch may hold "
+                             "(8 bytes of index each); give it a smaller weight.")
         rows = weighted_rows(len(tokenized), corpus.weight, training_args.seed, index)
         corpus.pairs_drawn = len(rows)
         if len(rows) != len(tokenized) or not np.array_equal(rows, np.arange(len(rows))):

@@ -330,8 +330,7 @@ def parse_arguments(argv: list[str] | None = None):
     if preset_name not in PRESETS:
         parser.error(f"unknown --preset {preset_name!r}; choose one of {', '.join(PRESETS)}")
     preset = PRESETS[preset_name]
-    explicit = explicit_options(hyphens_first(HfArgumentParser(dataclass_types, add_help=False, prog=PROG,
-                                                               usage=USAGE)), argv, dataclass_types)
+    explicit = explicit_options(HfArgumentParser(dataclass_types, add_help=False), argv, dataclass_types)
     defaults = {**preset.training_defaults(), **preset.data, "output_dir": os.path.join("outputs", preset_name)}
     try:
         import tensorboard  # noqa: F401

@@ -218,7 +218,7 @@ def test_adding_a_corpus_reuses_the_first_corpus_cache(tmp_path, monkeypatch, ca
     training_set(corpora_args(files, tmp_path / "out", cache, "--tokenizer_name", folder), tokenizer)
     out = capsys.readouterr().out
     assert counter.seen == len(second)  # only the added corpus's sentences were tokenized
-    assert f"Reusing the train pairs read into" in out and "Reusing the tokenized training pairs in" in out
+    assert "Reusing the train pairs read into" in out and "Reusing the tokenized training pairs in" in out
     assert f"Read {len(second)} train pairs into" in out and f"Tokenized {len(second)} training pairs" in out
     assert all(path.stat().st_mtime_ns == mtime for path, mtime in cached.items())  # not written again
     assert len(list(cache.glob("pairs-*/tokens-*.arrow"))) == 2

@@ -184,11 +184,12 @@ def with_tags(tokenizer, tags: list[str], context: RunContext):
     if checkpoint is not None:
         raise UsageError(f"--train_tags {missing[0]}: the tokenizer of {checkpoint} has no token {missing[0]}, and "
                          "the checkpoint's vocabulary cannot take a new one; use a tag it has, or train a new model.")
+    name = context.data_args.tokenizer_name
     added = tokenizer.add_special_tokens({"extra_special_tokens": missing})
     if added != len(missing) or any(len(tokenizer.tokenize(tag)) != 1 for tag in missing):
-        raise UsageError(f"--train_tags {missing[0]}: the tokenizer {context.data_args.tokenizer_name} cannot take it as one token.")
-    log(context.training_args, f"Added the tags {', '.join(missing)} to the tokenizer {context.data_args.tokenizer_name} as "
-        "special tokens (--train_tags).")
+        raise UsageError(f"--train_tags {missing[0]}: the tokenizer {name} cannot take it as one token.")
+    log(context.training_args, f"Added the tags {', '.join(missing)} to the tokenizer {name} as special tokens "
+        "(--train_tags).")
     return tokenizer
 
 

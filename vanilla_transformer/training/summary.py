@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 from vanilla_transformer.training.augmentation import describe_augment, parse_augment
 from vanilla_transformer.training.budget import BudgetPlan
-from vanilla_transformer.training.precision import precision_in_use
 from vanilla_transformer.training.data_sources import training_corpora
+from vanilla_transformer.training.precision import precision_in_use
 from vanilla_transformer.training.text_corpus import Corpora, TextCorpus
 
 

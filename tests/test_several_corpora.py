@@ -297,3 +297,12 @@ def test_a_weight_that_would_draw_more_pairs_than_an_epoch_holds_is_one_line(tmp
     with pytest.raises(UsageError, match=r"--train_weights 1e\+08 draws 4,000,000,000 pairs of .*bt.en per epoch"):
         train_main(corpora_args(files, out, tmp_path / "cache", "--max_steps", "1", "--train_weights", "1", "1e8"))
     assert not out.exists()
+
+
+@pytest.mark.parametrize("tag", ["</s>", "<pad>"])
+def test_a_tag_that_is_a_token_with_a_role_is_one_line(tmp_path, tag):
+    (first, second), files = two_corpora(tmp_path)
+    with pytest.raises(UsageError, match=f"--train_tags {tag}: that is the tokenizer's (eos|pad) token"):
+        train_main(corpora_args(files, tmp_path / "out", tmp_path / "cache", "--max_steps", "1",
+                                "--train_tags", "none", tag))
+    assert not (tmp_path / "out").exists()

@@ -518,3 +518,31 @@ def test_usage_errors_answer_before_torch_is_imported(files, tmp_path):
     assert "give --validation-source/--validation-target, --test-source/--test-target, or both" in results[2][2]
     assert "--threads must be thread counts" in results[3][2]
     assert not (tmp_path / "out").exists()
+
+
+def test_with_original_the_student_trains_on_the_teachers_and_the_original_pairs(files, tmp_path, monkeypatch,
+                                                                                   capsys):
+    from vanilla_transformer.training import distill
+
+    def stop(d):
+        raise Stop("stopped after the student")
+
+    monkeypatch.setattr(distill, "export_student", stop)
+    out = tmp_path / "out"
+    argv = command(files, out)
+    at = argv.index("--")
+    argv = [*argv[:at], "--with-original", str(files / "train.de"), *argv[at:], "--train_tags", "<KD>", "none"]
+    with pytest.raises(Stop):
+        main(argv)
+    results = json.loads((out / "student" / "all_results.json").read_text())
+    corpora = [(entry["source"], entry["target"], entry["tag"], entry["pairs_read"]) for entry in results["corpora"]]
+    count = len(lines(files / "train.en"))
+    assert corpora == [(str(files / "train.en"), str(out / "teacher" / "train.de"), "<KD>", count),
+                       (str(files / "train.en"), str(files / "train.de"), None, count)]
+    assert json.loads((out / "distill.json").read_text())["arguments"]["with_original"] == str(files / "train.de")
+    # without it, the record is as it always was: an older distillation's folder is continued, not refused
+    plain = distill.Distillation(teacher="t", out="o", train_source="s").record()["arguments"]
+    assert "with_original" not in plain
+    code, _, err = run_main(main, [*argv[:argv.index("--with-original")], "--with-original", "-",
+                                   *argv[argv.index("--with-original") + 2:]], capsys)
+    assert code == 2 and "--with-original" in err

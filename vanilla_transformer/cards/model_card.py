@@ -138,13 +138,29 @@ def _architecture(model) -> dict[str, str]:
     }
 
 
+def _is_table(value) -> bool:
+    return (isinstance(value, list) and bool(value) and all(isinstance(row, dict) for row in value)
+            and all(list(row) == list(value[0]) for row in value))
+
+
+def _cell(value) -> str:
+    text = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
 def _training_text(training_summary: dict | str | None) -> str:
     if training_summary is None:
         return "No training details were recorded for this checkpoint."
     if isinstance(training_summary, str):
         return training_summary.strip()
     if isinstance(training_summary, dict):
-        return "\n".join(f"- **{key}**: {value}" for key, value in training_summary.items())
+        tables = {key: value for key, value in training_summary.items() if _is_table(value)}
+        text = "\n".join(f"- **{key}**: {value}" for key, value in training_summary.items() if key not in tables)
+        for key, rows in tables.items():  # a list of rows with the same keys: a table after the list
+            columns = list(rows[0])
+            text += (f"\n\n**{key}**\n\n| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
+                     + "\n".join("| " + " | ".join(_cell(row[c]) for c in columns) + " |" for row in rows))
+        return text
     raise TypeError(f"training_summary must be a dict or a string, got {type(training_summary).__name__}.")
 
 

@@ -43,6 +43,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="the distillation's folder (new or empty, or one to continue)")
     parser.add_argument("--train-source", required=True, metavar="FILE", action=checked(existing_file),
                         help="the training source sentences, one per line (plain or gzip'd)")
+    parser.add_argument("--with-original", metavar="FILE", action=checked(existing_file),
+                        help="the original translations of --train-source: the student trains on them too, as a "
+                             "second corpus beside the teacher's (docs/small-and-fast.md)")
     for split in ("validation", "test"):
         parser.add_argument(f"--{split}-source", metavar="FILE", action=checked(existing_file),
                             help=f"{split} source sentences, for the student's run and the report")
@@ -78,6 +81,8 @@ def check(args: argparse.Namespace) -> None:
     args.recipe = recipe
     if args.train_source == "-":
         raise UsageError("--train-source must be a file (the teacher's pass resumes from it), not standard input")
+    if args.with_original == "-":
+        raise UsageError("--with-original must be a file, not standard input")
     for split in ("validation", "test"):
         source, target = getattr(args, f"{split}_source"), getattr(args, f"{split}_target")
         if (source is None) != (target is None):
@@ -100,7 +105,7 @@ def _distillation(args: argparse.Namespace):
     pairs = {split: (getattr(args, f"{split}_source"), getattr(args, f"{split}_target"))
              for split in ("validation", "test")}
     return Distillation(
-        teacher=args.teacher, out=args.out, train_source=args.train_source,
+        teacher=args.teacher, out=args.out, train_source=args.train_source, with_original=args.with_original,
         validation=pairs["validation"] if pairs["validation"][0] else None,
         test=pairs["test"] if pairs["test"][0] else None, source_lang=args.source_lang,
         target_lang=args.target_lang, recipe_options=tuple(args.recipe), quantization=args.quantization,

@@ -55,8 +55,20 @@ class DataArguments:
     source_lang: str | None = field(default=None, metadata={
         "help": "Source language code (e.g. 'en'). With text files, defaults to the source file's extension."})
     target_lang: str | None = field(default=None, metadata={"help": "Target language code (e.g. 'de')."})
-    train_source: str | None = field(default=None, metadata={"help": "Training source sentences, one per line."})
-    train_target: str | None = field(default=None, metadata={"help": "Their translations, line by line."})
+    train_source: list[str] | None = field(default=None, metadata={
+        "help": "Training source sentences, one per line. Several files are several corpora (e.g. original and "
+                "back-translated), each cached, cleaned and counted on its own, paired with --train_target by "
+                "position (docs/large-corpora.md#several-corpora)."})
+    train_target: list[str] | None = field(default=None, metadata={
+        "help": "Their translations, line by line: one file per --train_source file, in the same order."})
+    train_weights: list[float] | None = field(default=None, metadata={
+        "help": "With several corpora: how many times each corpus's pairs are drawn per epoch, one number per "
+                "corpus (default 1 each): 2 = every pair twice; 0.5 = a half drawn with --seed; 1.5 = every pair "
+                "once and a seeded half once more."})
+    train_tags: list[str] | None = field(default=None, metadata={
+        "help": "With several corpora: a token put before the source sentences of each corpus (tagged back-"
+                "translation, Caswell et al. 2019), one per corpus, '' or 'none' for none: e.g. --train_tags none "
+                "'<BT>'. Each tag is one special token of the trained BPE vocabulary."})
     validation_source: str | None = field(default=None, metadata={"help": "Validation source sentences."})
     validation_target: str | None = field(default=None, metadata={"help": "Validation references."})
     test_source: str | None = field(default=None, metadata={"help": "Test source sentences (BLEU for the card)."})
@@ -127,6 +139,7 @@ class DataArguments:
         "help": "With --watch_steps: how many validation sentences (the first ones) to record."})
 
     def __post_init__(self):
+        check_training_corpora(self)
         if self.augment is not None:
             parse_augment(self.augment)  # ValueError: one line naming the item
         if not (0.0 <= self.bpe_dropout < 1.0):  # also NaN
@@ -136,6 +149,41 @@ class DataArguments:
                 raise ValueError(f"--{name} must be at least 1, got {getattr(self, name)}")
         if self.preprocessing_num_workers is not None and self.preprocessing_num_workers < 1:
             raise ValueError(f"--preprocessing_num_workers must be at least 1, got {self.preprocessing_num_workers}")
+
+
+def check_training_corpora(data_args) -> None:
+    """ValueError (one line, a usage error) for training corpora that do not go together: different numbers of
+    source and target files, weights or tags that are not one per corpus, a weight that is not a positive finite
+    number, a tag with a space, the same file twice (a source file may serve corpora with different targets)."""
+    sources = data_args.train_source if isinstance(data_args.train_source, list) else [data_args.train_source]
+    targets = data_args.train_target if isinstance(data_args.train_target, list) else [data_args.train_target]
+    sources, targets = [path for path in sources if path is not None], [path for path in targets if path is not None]
+    if len(sources) != len(targets) and sources and targets:
+        raise ValueError(f"--train_source gives {len(sources)} files but --train_target {len(targets)}; each "
+                         "corpus is a source file and its target file, paired by position.")
+    for option, values in (("--train_weights", data_args.train_weights), ("--train_tags", data_args.train_tags)):
+        if values is not None and len(values) != len(sources):
+            raise ValueError(f"{option} gives {len(values)} values for {len(sources)} training corpora; give one "
+                             "per --train_source file.")
+    for weight in data_args.train_weights or ():
+        if not (math.isfinite(weight) and weight > 0):
+            raise ValueError(f"--train_weights must be positive numbers, got {weight:g}")
+    for tag in data_args.train_tags or ():
+        if tag.split() != [tag] and tag not in ("", "none"):
+            raise ValueError(f"--train_tags: a tag is one token without spaces, got {tag!r}")
+    # A source file may be shared by corpora with different targets (a distilled and an original translation of
+    # it); a target file, or a file on both sides, is one corpus's.
+    seen = {}
+    for side, paths in (("source", sources), ("target", targets)) if len(sources) == len(targets) else ():
+        for index, path in enumerate(paths):
+            real = os.path.realpath(path)
+            earlier = seen.get(real)
+            if earlier is not None and (side == "target" or earlier[0] == "target"
+                                        or os.path.realpath(targets[earlier[1]]) == os.path.realpath(targets[index])):
+                raise ValueError(f"--train_source/--train_target name {path} twice"
+                                 f"{f' (as {earlier[2]})' if earlier[2] != path else ''}; give each corpus once (to "
+                                 "draw a corpus more often, give it a --train_weights).")
+            seen.setdefault(real, (side, index, path))
 
 
 @dataclass

@@ -20,15 +20,18 @@ from vanilla_transformer.training.data_sources import (
     language_from_extension,
     load_hub_dataset,
     load_text_files,
+    training_corpora,
 )
 from vanilla_transformer.training.evaluation import example_sentences
 from vanilla_transformer.training.messages import DataError, log
 from vanilla_transformer.training.metrics import bleu_metric
 from vanilla_transformer.training.precision import precision_in_use
 from vanilla_transformer.training.text_corpus import (
+    Corpora,
     cached_tokenizer,
     cached_training_set,
-    open_text_corpus,
+    corpora_training_set,
+    open_training_corpora,
     streaming_training_set,
     tokenizer_texts,
 )
@@ -74,12 +77,13 @@ def load_splits(data_args, training_args) -> RunData:
         if files["train"] == (None, None):
             raise UsageError("Text files need a training pair: --train_source and --train_target.")
         splits = load_text_files({split: pair for split, pair in files.items() if split != "train"})
-        corpus = open_text_corpus(data_args, training_args)
+        corpus = open_training_corpora(data_args, training_args)
         if corpus.pairs is not None:
             splits = {"train": corpus.pairs, **splits}
-        source_lang = data_args.source_lang or language_from_extension(data_args.train_source)
-        target_lang = data_args.target_lang or language_from_extension(data_args.train_target)
-        named_by = next((path for path in (data_args.train_source, data_args.test_source, data_args.validation_source)
+        first_source, first_target = training_corpora(data_args)[0][:2]
+        source_lang = data_args.source_lang or language_from_extension(first_source)
+        target_lang = data_args.target_lang or language_from_extension(first_target)
+        named_by = next((path for path in (first_source, data_args.test_source, data_args.validation_source)
                          if path is not None and not reads_once(path)), None)  # /dev/fd/63 names nothing
         if named_by is None:
             return RunData(splits, source_lang, target_lang, "text files read from pipes", corpus)
@@ -121,12 +125,17 @@ def build_tokenizer(context: RunContext):
     vocabulary trained on both sides of the training data (by the main process; the others load its copy)."""
     data_args, training_args, corpus = context.data_args, context.training_args, context.data.corpus
     source = data_args.tokenizer_name or context.resume or context.model_args.model_name_or_path
+    tags = corpus.tags if corpus is not None and not corpus.streaming else []
     if source is not None:
-        return AutoTokenizer.from_pretrained(source)
+        return with_tags(AutoTokenizer.from_pretrained(source), tags, context)
 
     def train(texts):
-        return train_tokenizer(texts, vocab_size=data_args.vocab_size,
-                               model_max_length=max(data_args.max_source_length, data_args.max_target_length))
+        tokenizer = train_tokenizer(texts, vocab_size=data_args.vocab_size,
+                                    model_max_length=max(data_args.max_source_length, data_args.max_target_length))
+        if tags:  # --train_tags: each one special token, after the BPE vocabulary
+            check_tags(tokenizer, tags)
+            tokenizer.add_special_tokens({"extra_special_tokens": tags})
+        return tokenizer
 
     if corpus is not None and not corpus.streaming:  # kept in the corpus cache, beside the pairs it was trained on
         return cached_tokenizer(corpus, data_args, training_args, train)
@@ -149,6 +158,38 @@ def build_tokenizer(context: RunContext):
             pass  # the main process waits here until every other one has loaded it
         if training_args.local_process_index == 0:
             shutil.rmtree(shared, ignore_errors=True)
+    return tokenizer
+
+
+def check_tags(tokenizer, tags: list[str]) -> None:
+    """A tag may not be one of the tokens the model gives a role (padding, start, end, unknown): one usage line."""
+    roles = {getattr(tokenizer, name, None): name.removesuffix("_token") for name in
+             ("pad_token", "bos_token", "eos_token", "unk_token")}
+    for tag in tags:
+        if tag in roles:
+            raise UsageError(f"--train_tags {tag}: that is the tokenizer's {roles[tag]} token; choose another tag, "
+                             "e.g. <BT>.")
+
+
+def with_tags(tokenizer, tags: list[str], context: RunContext):
+    """The given tokenizer with the tags of --train_tags: a tag it holds as one token is used as it is; one it lacks
+    becomes a new special token where a new model is built from it (--tokenizer_name without a checkpoint), and is
+    one `UsageError` line where the model's vocabulary is a checkpoint's."""
+    check_tags(tokenizer, tags)
+    vocabulary = tokenizer.get_vocab()
+    missing = [tag for tag in tags if tag not in vocabulary]
+    if not missing:
+        return tokenizer
+    checkpoint = context.resume or context.model_args.model_name_or_path
+    if checkpoint is not None:
+        raise UsageError(f"--train_tags {missing[0]}: the tokenizer of {checkpoint} has no token {missing[0]}, and "
+                         "the checkpoint's vocabulary cannot take a new one; use a tag it has, or train a new model.")
+    name = context.data_args.tokenizer_name
+    added = tokenizer.add_special_tokens({"extra_special_tokens": missing})
+    if added != len(missing) or any(len(tokenizer.tokenize(tag)) != 1 for tag in missing):
+        raise UsageError(f"--train_tags {missing[0]}: the tokenizer {name} cannot take it as one token.")
+    log(context.training_args, f"Added the tags {', '.join(missing)} to the tokenizer {name} as special tokens "
+        "(--train_tags).")
     return tokenizer
 
 
@@ -250,6 +291,8 @@ def build_trainer(context: RunContext):
     train_lengths = None  # read by the sampler from the dataset's columns unless the cached corpus gives them
     if corpus is not None and corpus.streaming:
         tokenized["train"] = streaming_training_set(corpus, tokenizer, data_args, training_args)
+    elif isinstance(corpus, Corpora):  # several corpora, or one with a weight or a tag
+        tokenized["train"], train_lengths = corpora_training_set(corpus, tokenizer, data_args, training_args)
     elif corpus is not None:
         tokenized["train"], train_lengths = cached_training_set(corpus, tokenizer, data_args, training_args,
                                                                 keep_text)

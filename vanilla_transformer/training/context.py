@@ -15,7 +15,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from vanilla_transformer.training.arguments import DataArguments, ModelArguments
 from vanilla_transformer.training.summary import RunState
-from vanilla_transformer.training.text_corpus import TextCorpus
+from vanilla_transformer.training.text_corpus import Corpora, TextCorpus
 from vanilla_transformer.training.trainer import TranslationTrainer, TranslationTrainingArguments
 
 
@@ -28,7 +28,7 @@ class RunData:
     source_lang: str | None
     target_lang: str | None
     dataset_name: str
-    corpus: TextCorpus | None = None  # the training pair of text files, else None
+    corpus: TextCorpus | Corpora | None = None  # the training text files (one pair, or several corpora), else None
 
 
 @dataclass

@@ -413,22 +413,29 @@ def batch_encoder(tokenizer, max_length: int, target: bool = False):
 
 
 def tokens_fingerprint(pairs_key: str, tokenizer, max_source_length: int, max_target_length: int,
-                       clean: bool, rows: int | None = None) -> str:
+                       clean: bool, rows: int | None = None, source_tag: str | None = None) -> str:
     """The key of a tokenized copy: the pairs' fingerprint and how many of them (`--max_train_samples` tokenizes the
-    first N), the tokenizer's JSON, the limits and the cleaning."""
+    first N), the tokenizer's JSON, the limits, the cleaning and the tag put before the sources (if any)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     description = backend.to_str() if backend is not None else repr(sorted(tokenizer.get_vocab().items()))
     options = [FORMAT_VERSION, pairs_key, rows, max_source_length, max_target_length, clean, type(tokenizer).__name__]
+    if source_tag is not None:
+        options.append(["source_tag", source_tag])
     return hashlib.sha256(json.dumps(options).encode() + description.encode()).hexdigest()[:20]
 
 
 def tokenize_corpus(pairs, pairs_key: str, tokenizer, max_source_length: int, max_target_length: int, *,
-                    clean: bool, cache_dir: str, num_proc: int | None = None, log=print):
+                    clean: bool, cache_dir: str, num_proc: int | None = None, log=print,
+                    source_tag: str | None = None):
     """The pairs tokenized (`input_ids`, `labels`, `source_length`, `target_length`, `pair_hash`), from the cache
     when this tokenizer with these limits already tokenized these pairs (and the cached files are whole). With
     `clean`, each side is cut one token above its limit, so that a pair longer than the limit is seen to be (and
-    dropped by `cleaning.clean_corpus`); without, at the limit, as `tokenized_splits.tokenize_splits` truncates."""
-    key = tokens_fingerprint(pairs_key, tokenizer, max_source_length, max_target_length, clean, len(pairs))
+    dropped by `cleaning.clean_corpus`); without, at the limit, as `tokenized_splits.tokenize_splits` truncates.
+    `source_tag`: a token of the tokenizer put before every source (tagged back-translation); it counts towards
+    `max_source_length` and the `source_length` column (the cleaning looks at the sentence without it:
+    `text_corpus.cached_training_set`)."""
+    key = tokens_fingerprint(pairs_key, tokenizer, max_source_length, max_target_length, clean, len(pairs),
+                             source_tag)
     folder = os.path.join(cache_dir, f"pairs-{pairs_key}")
     record_path = os.path.join(folder, f"tokens-{key}.json")
     record = _load_record(record_path)
@@ -438,11 +445,15 @@ def tokenize_corpus(pairs, pairs_key: str, tokenizer, max_source_length: int, ma
             log(f"Reusing the tokenized training pairs in {os.path.join(folder, next(iter(record['files'])))}")
             return found
     extra = int(clean)
-    encode_sources = batch_encoder(tokenizer, max_source_length + extra)
+    tagged = int(source_tag is not None)
+    encode_sources = batch_encoder(tokenizer, max_source_length + extra - tagged)
     encode_targets = batch_encoder(tokenizer, max_target_length + extra, target=True)
+    tag_id = [tokenizer.convert_tokens_to_ids(source_tag)] if tagged else []
 
     def encode(batch):
         sources, targets = encode_sources(batch["source"]), encode_targets(batch["target"])
+        if tagged:
+            sources = [tag_id + ids for ids in sources]
         return {"input_ids": sources, "labels": targets, "source_length": [len(ids) for ids in sources],
                 "target_length": [len(ids) for ids in targets],
                 "pair_hash": pair_hashes(batch["source"], batch["target"])}

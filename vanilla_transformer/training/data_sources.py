@@ -7,6 +7,7 @@ be used raises `DataError`, a text file that cannot be read as UTF-8 lines `file
 the file or dataset, which `training.train` prints without a traceback.
 """
 
+import itertools
 import os
 
 from vanilla_transformer.cli.options import UsageError
@@ -15,6 +16,20 @@ from vanilla_transformer.training.messages import DataError
 from vanilla_transformer.training.numbers import number_translation_splits
 
 SPLITS = ("train", "validation", "test")
+
+
+def training_corpora(data_args) -> list[tuple[str, str, float, str | None]]:
+    """(source file, target file, weight, tag or None) of each training corpus of text files; [] without any. Takes
+    a single path as well as a list (options built in code)."""
+    sources, targets = data_args.train_source, data_args.train_target
+    sources = [sources] if isinstance(sources, str) else list(sources or ())
+    targets = [targets] if isinstance(targets, str) else list(targets or ())
+    weights = list(getattr(data_args, "train_weights", None) or ())
+    tags = [None if tag in ("", "none") else tag for tag in getattr(data_args, "train_tags", None) or ()]
+    sides = list(itertools.zip_longest(sources, targets))  # a side not given is None (check_file_pair says so)
+    weights += [1.0] * (len(sides) - len(weights))
+    tags += [None] * (len(sides) - len(tags))
+    return [(source, target, weight, tag) for (source, target), weight, tag in zip(sides, weights, tags)]
 
 
 def check_file_pair(split: str, source_path: str | None, target_path: str | None) -> None:

@@ -10,8 +10,9 @@ al. 2021), trains on (source, teacher's translation) instead of the original pai
    (`cli/translate.py`, run by `cli/distill.py`): streamed, resumed after a kill from `train.LANG.partial` and
    `train.LANG.progress.json`, no line translated twice;
 2. `student/`: the training recipe (`training/train.py`) on the distilled pairs with the recipe options given after
-   `--` (a preset, a time budget, the cleaning of the distilled pairs, ...); a killed run resumes from its last
-   checkpoint;
+   `--` (a preset, a time budget, the cleaning of the distilled pairs, ...); with `--with-original`, the original
+   pairs too, as a second corpus (`--train-weights`, `--train-tags` after `--` apply to the two in that order); a
+   killed run resumes from its last checkpoint;
 3. the student's last checkpoints averaged (section 6.1 of the paper) by the recipe as its last step
    (`--average-last-n-checkpoints`; `student/all_results.json` records how many);
 4. `student-ct2/`: the student exported to CTranslate2 (`interop/export_ctranslate2.py`), int8 by default;
@@ -71,6 +72,7 @@ class Distillation:
     out: str
     train_source: str
     validation: tuple[str, str] | None = None  # (source, reference)
+    with_original: str | None = None  # the original translations of train_source: a second corpus of the student
     test: tuple[str, str] | None = None
     source_lang: str | None = None
     target_lang: str | None = None
@@ -97,13 +99,18 @@ class Distillation:
 
     def inputs(self) -> list[str]:
         """Every file and folder the chain reads."""
-        return [self.teacher, self.train_source, *(self.validation or ()), *(self.test or ())]
+        return [self.teacher, self.train_source, *([self.with_original] if self.with_original else []),
+                *(self.validation or ()), *(self.test or ())]
 
     def record(self) -> dict:
         """What distill.json keeps: the arguments that make the results, with absolute paths."""
         values = asdict(self)
         for name in ("teacher", "train_source"):
             values[name] = os.path.realpath(values[name])
+        if self.with_original is None:  # the record of a distillation without it is as it always was
+            del values["with_original"]
+        else:
+            values["with_original"] = os.path.realpath(self.with_original)
         for name in ("validation", "test"):
             values[name] = [os.path.realpath(path) for path in values[name]] if values[name] else None
         values["recipe_options"] = list(self.recipe_options)
@@ -128,8 +135,12 @@ def student_options(d: Distillation, *, resume: bool = False) -> list[str]:
     """The recipe's command line for the student: `multi30k-student` unless the recipe options name a preset, the
     recipe options, then the distilled pairs, the languages, the evaluation files and the run folder."""
     options = [] if option_value(list(d.recipe_options), "preset") else ["--preset", STUDENT_PRESET]
-    options += [*d.recipe_options, "--train_source", d.train_source, "--train_target", distilled_path(d),
-                "--output_dir", d.path(STUDENT)]
+    if d.with_original:  # two corpora: (source, teacher's translation) and the original pairs
+        options += [*d.recipe_options, "--train_source", d.train_source, d.train_source, "--train_target",
+                    distilled_path(d), d.with_original, "--output_dir", d.path(STUDENT)]
+    else:
+        options += [*d.recipe_options, "--train_source", d.train_source, "--train_target", distilled_path(d),
+                    "--output_dir", d.path(STUDENT)]
     for split, pair in (("validation", d.validation), ("test", d.test)):
         if pair:
             options += [f"--{split}_source", pair[0], f"--{split}_target", pair[1]]

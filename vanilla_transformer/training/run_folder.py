@@ -150,11 +150,12 @@ def check_data_paths(data_args, training_args) -> None:
     (--data_cache_dir: the cache's files are not the run's). One `UsageError` line naming both."""
     output_dir = training_args.output_dir
     for option in DATA_OPTIONS:
-        path = getattr(data_args, option, None)
-        if path is not None and os.path.exists(path) and is_within(path, output_dir):
-            raise UsageError(f"--{option.replace('_', '-')} {path} lies inside --output-dir {output_dir}, where the "
-                             "run writes its predictions, checkpoints and model: move the file out or choose another "
-                             "--output-dir.")
+        paths = getattr(data_args, option, None)
+        for path in paths if isinstance(paths, list) else [paths]:  # --train_source takes several files
+            if path is not None and os.path.exists(path) and is_within(path, output_dir):
+                raise UsageError(f"--{option.replace('_', '-')} {path} lies inside --output-dir {output_dir}, "
+                                 "where the run writes its predictions, checkpoints and model: move the file out or "
+                                 "choose another --output-dir.")
     cache_dir = getattr(data_args, "data_cache_dir", None)
     if cache_dir is not None and data_args.train_source is not None and is_within(cache_dir, output_dir):
         raise UsageError(f"--data-cache-dir {cache_dir} lies inside --output-dir {output_dir}; the corpus cache "

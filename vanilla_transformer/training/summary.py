@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 
 from vanilla_transformer.training.augmentation import describe_augment, parse_augment
 from vanilla_transformer.training.budget import BudgetPlan
+from vanilla_transformer.training.data_sources import training_corpora
 from vanilla_transformer.training.precision import precision_in_use
-from vanilla_transformer.training.text_corpus import TextCorpus
+from vanilla_transformer.training.text_corpus import Corpora, TextCorpus
 
 
 @dataclass
@@ -22,7 +23,7 @@ class RunState:
     metrics: dict | None = None  # numeric scores and the split they were measured on
     signatures: dict = field(default_factory=dict)  # sacreBLEU's signatures of those scores
     training_summary: dict | None = None
-    corpus: TextCorpus | None = None  # the training text files: pairs read and used, cleaning, tokenizer sample
+    corpus: TextCorpus | Corpora | None = None  # the training text files: pairs read and used, cleaning, tokenizer sample
 
     def card_fields(self) -> dict:
         """The keyword arguments of `render_model_card`."""
@@ -43,7 +44,8 @@ def training_summary(context, *, training_pairs: int | str, metrics: dict) -> di
         "preset": data_args.preset,
         "data": (f"{data_args.dataset_name} {data_args.dataset_config_name or ''} (Hugging Face datasets)"
                  if data_args.dataset_name else
-                 f"text files {os.path.basename(data_args.train_source)} / {os.path.basename(data_args.train_target)}"
+                 "text files " + ", ".join(f"{os.path.basename(source)} / {os.path.basename(target)}"
+                                           for source, target, *_ in training_corpora(data_args))
                  if data_args.train_source else
                  f"number words generated with num2words, {state.source_lang} -> {state.target_lang}"),
         "training pairs": training_pairs,
@@ -74,6 +76,14 @@ def training_summary(context, *, training_pairs: int | str, metrics: dict) -> di
             if corpus.cleaning and not data_args.no_clean else
             "empty side, too long, length ratio above 9, applied while streaming" if corpus.streaming
             and not data_args.no_clean else "none (--no_clean)")
+        if isinstance(corpus, Corpora):  # the card's table of corpora
+            summary["corpora"] = [{
+                "corpus": f"{os.path.basename(part.source)} / {os.path.basename(part.target)}",
+                "pairs read": part.pairs_read,
+                "cleaned away": ", ".join(f"{rule.replace('_', ' ')} {count:,}" for rule, count in part.cleaning.items()
+                                          if count) or "none",
+                "pairs used": part.pairs_used, "weight": f"{part.weight:g}", "pairs per epoch": part.pairs_drawn,
+                "tag": f"`{part.tag}`" if part.tag else ""} for part in corpus.parts]
         if corpus.tokenizer_sample:
             summary["tokenizer"] = f"BPE vocabulary trained on {corpus.tokenizer_sample}"
     if data_args.augment and any(parse_augment(data_args.augment).values()):

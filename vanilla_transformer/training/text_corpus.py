@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import datasets
+import numpy as np
 from transformers import AutoTokenizer
 
 from vanilla_transformer.cli.options import UsageError
@@ -31,7 +32,7 @@ from vanilla_transformer.training.corpus_cache import (
     staging,
     tokenize_corpus,
 )
-from vanilla_transformer.training.data_sources import check_file_pair
+from vanilla_transformer.training.data_sources import check_file_pair, training_corpora
 from vanilla_transformer.training.messages import DataError
 from vanilla_transformer.training.streaming import StreamingTokenBatches
 
@@ -50,6 +51,23 @@ class TextCorpus:
     pairs_used: int | None = None
     cleaning: dict = field(default_factory=dict)  # pairs dropped per rule
     tokenizer_sample: str | None = None  # how the BPE vocabulary's sentences were chosen
+    weight: float = 1.0  # times its pairs are drawn per epoch (--train_weights)
+    tag: str | None = None  # the token put before its sources (--train_tags)
+    pairs_drawn: int | None = None  # pairs per epoch after the weight
+
+    @property
+    def tags(self) -> list[str]:
+        return [self.tag] if self.tag is not None else []
+
+    def fingerprint(self) -> list:
+        """What the BPE vocabulary trained on this corpus depends on, of the corpus itself."""
+        return [self.key, len(self.pairs)] + ([["tags", self.tags]] if self.tags else [])
+
+    def describe(self) -> dict:
+        """One row of all_results.json's and the card's table of corpora."""
+        return {"source": self.source, "target": self.target, "pairs_read": self.pairs_read,
+                **({"cleaning": dict(self.cleaning)} if self.cleaning else {}), "pairs_used": self.pairs_used,
+                "weight": self.weight, "pairs_per_epoch": self.pairs_drawn, "tag": self.tag}
 
     def report(self) -> dict:
         """The entries of all_results.json."""
@@ -61,16 +79,95 @@ class TextCorpus:
         return entries
 
 
+@dataclass
+class Corpora:
+    """Several training corpora of text files (`--train_source a.en bt.en --train_target a.de bt.de`), or one with
+    a weight or a tag: each a `TextCorpus`, read into its own cache entry, tokenized and cleaned on its own; the run
+    trains on their pairs together, each drawn as its weight says (`weighted_rows`). Answers the questions the run
+    asks of a `TextCorpus`."""
+
+    parts: list[TextCorpus]
+    streaming: bool = False
+    tokenizer_sample: str | None = None
+
+    @property
+    def cache_dir(self) -> str:
+        return self.parts[0].cache_dir
+
+    @property
+    def key(self) -> str:
+        """Where the BPE vocabulary trained on them is kept: beside the first corpus's pairs."""
+        return self.parts[0].key
+
+    @property
+    def pairs(self):
+        """Every corpus's pairs, one after the other (memory-mapped, nothing copied): what the BPE vocabulary is
+        trained on, each pair once whatever its weight."""
+        return datasets.concatenate_datasets([part.pairs for part in self.parts])
+
+    @property
+    def tags(self) -> list[str]:
+        return list(dict.fromkeys(tag for part in self.parts for tag in part.tags))
+
+    @property
+    def pairs_read(self) -> int:
+        return sum(part.pairs_read for part in self.parts)
+
+    @property
+    def pairs_used(self) -> int | None:
+        """Training pairs per epoch, after the cleaning and the weights."""
+        drawn = [part.pairs_drawn for part in self.parts]
+        return None if None in drawn else sum(drawn)
+
+    @property
+    def cleaning(self) -> dict:
+        total = {}
+        for part in self.parts:
+            for rule, count in part.cleaning.items():
+                total[rule] = total.get(rule, 0) + count
+        return total
+
+    def fingerprint(self) -> list:
+        return [part.fingerprint() + [part.source, part.target] for part in self.parts]
+
+    def report(self) -> dict:
+        """The entries of all_results.json: the sums, and every corpus's counts, weight and tag."""
+        entries = {"train_pairs_read": self.pairs_read}
+        if self.pairs_used is not None:
+            entries["train_pairs_used"] = self.pairs_used
+        if self.cleaning:
+            entries["cleaning"] = self.cleaning
+        entries["corpora"] = [part.describe() for part in self.parts]
+        return entries
+
+
+# pairs per epoch of one corpus after its weight: past this, the indices of one epoch alone take over 16 GiB
+MAX_DRAWN_PAIRS = 2**31
+
+
+def weighted_rows(count: int, weight: float, seed: int, corpus_index: int) -> np.ndarray:
+    """The rows (0 .. count-1) of a corpus of `count` pairs that one epoch draws with `weight`: every row
+    int(weight) times, then round(fraction * count) rows more (fraction = weight - int(weight)), chosen without
+    replacement by numpy's generator seeded with (seed, corpus_index): the same rows for the same seed, ascending."""
+    whole, fraction = int(weight), weight - int(weight)
+    rows = [np.tile(np.arange(count, dtype=np.int64), whole)]
+    extra = int(fraction * count + 0.5)
+    if extra:
+        chosen = np.random.default_rng([seed, corpus_index]).choice(count, size=extra, replace=False)
+        rows.append(np.sort(chosen).astype(np.int64))
+    return np.sort(np.concatenate(rows), kind="stable")
+
+
 def _process_log(training_args):
     """print, naming the process where there are several (each says whether it tokenized or reused the cache)."""
     prefix = f"[process {training_args.process_index}] " if training_args.world_size > 1 else ""
     return lambda line: print(prefix + line, flush=True)
 
 
-def _check_pipes(data_args, training_args) -> None:
+def _check_pipes(data_args, training_args, paths) -> None:
     """A training file that can be read only once (a pipe, a FIFO, /dev/stdin: `files.reads_once`) is read once into
     the cache, by one process; where that cannot be, one line before anything is read."""
-    pipes = [path for path in (data_args.train_source, data_args.train_target) if reads_once(path)]
+    pipes = [path for path in paths if reads_once(path)]
     if not pipes:
         return
     if data_args.streaming:
@@ -83,12 +180,37 @@ def _check_pipes(data_args, training_args) -> None:
                          "it to a file first.")
 
 
-def open_text_corpus(data_args, training_args) -> TextCorpus:
-    """Check the training files and (unless streaming) read them into the cache; one line for a bad file or a cache
-    folder that cannot take them, before anything is written."""
-    check_file_pair("train", data_args.train_source, data_args.train_target)
+def open_training_corpora(data_args, training_args) -> "TextCorpus | Corpora":
+    """The training text files: one pair as a `TextCorpus` (`open_text_corpus`), several (or one with a weight or a
+    tag) as `Corpora`, each pair checked and read into its own cache entry in turn. `--streaming` takes one pair."""
+    corpora = training_corpora(data_args)
+    if len(corpora) == 1 and corpora[0][2] == 1 and corpora[0][3] is None:
+        return open_text_corpus(data_args, training_args)
+    if data_args.streaming:
+        raise UsageError("--streaming reads one training pair of files; several corpora, --train_weights and "
+                         "--train_tags need the corpus cache: drop --streaming.")
+    if data_args.bpe_dropout:
+        raise UsageError("--bpe_dropout takes one training corpus without --train_weights or --train_tags; drop "
+                         "--bpe_dropout or the other corpora.")
+    for source, target, _, _ in corpora:  # every pair checked before any is read
+        check_file_pair("train", source, target)
+    parts = []
+    for source, target, weight, tag in corpora:
+        part = open_text_corpus(data_args, training_args, source, target)
+        part.weight, part.tag = weight, tag
+        parts.append(part)
+    return Corpora(parts)
+
+
+def open_text_corpus(data_args, training_args, source: str | None = None, target: str | None = None) -> TextCorpus:
+    """Check the training files (`source` and `target`, default: the only pair of the options) and (unless
+    streaming) read them into the cache; one line for a bad file or a cache folder that cannot take them, before
+    anything is written."""
+    if source is None:
+        source, target = training_corpora(data_args)[0][:2]
+    check_file_pair("train", source, target)
     cache_dir = os.path.abspath(data_args.data_cache_dir or default_cache_dir())
-    corpus = TextCorpus(data_args.train_source, data_args.train_target, data_args.streaming, cache_dir)
+    corpus = TextCorpus(source, target, data_args.streaming, cache_dir)
     if data_args.streaming:
         if not training_args.max_tokens:
             raise UsageError("--streaming makes token batches: give --max_tokens (the presets do).")
@@ -100,11 +222,11 @@ def open_text_corpus(data_args, training_args) -> TextCorpus:
             raise UsageError("--max_train_samples does not apply to --streaming (give --max_steps).")
         if data_args.verify_corpus:
             raise UsageError("--verify_corpus checks the corpus cache, which --streaming does not use; drop one.")
-        _check_pipes(data_args, training_args)
+        _check_pipes(data_args, training_args, (source, target))
         with training_args.main_process_first(desc="checking the training files"):
             corpus.pairs_read = check_pairs(corpus.source, corpus.target, "train")
         return corpus
-    _check_pipes(data_args, training_args)
+    _check_pipes(data_args, training_args, (source, target))
     check_cache_dir(cache_dir)
     with training_args.main_process_first(desc="reading the training files"):
         corpus.pairs, corpus.key = read_corpus(corpus.source, corpus.target, "train", cache_dir,
@@ -137,7 +259,7 @@ def cached_tokenizer(corpus: TextCorpus, data_args, training_args, train):
     """The BPE tokenizer `train(texts)` makes from `tokenizer_texts`, kept in the corpus cache under a fingerprint
     of (pairs, vocabulary size, sample size, seed, maximum length): the main process trains it once, every later
     run and every other process loads it. A cached copy that cannot be loaded is trained again, after a notice."""
-    key = hashlib.sha256(json.dumps([corpus.key, len(corpus.pairs), data_args.vocab_size,
+    key = hashlib.sha256(json.dumps([*corpus.fingerprint(), data_args.vocab_size,
                                      data_args.tokenizer_sample_lines, training_args.seed,
                                      max(data_args.max_source_length, data_args.max_target_length)]).encode())
     name = f"tokenizer-{key.hexdigest()[:20]}"
@@ -173,25 +295,59 @@ def cached_training_set(corpus: TextCorpus, tokenizer, data_args, training_args,
     with training_args.main_process_first(desc="tokenizing the training pairs"):
         tokenized = tokenize_corpus(corpus.pairs, corpus.key, tokenizer, data_args.max_source_length,
                                     data_args.max_target_length, clean=clean, cache_dir=corpus.cache_dir,
-                                    num_proc=data_args.preprocessing_num_workers, log=_process_log(training_args))
+                                    num_proc=data_args.preprocessing_num_workers, log=_process_log(training_args),
+                                    source_tag=corpus.tag)
     source, target = length_columns(tokenized)
+    tagged = int(corpus.tag is not None)  # the rules look at the source sentence without its tag
     if clean:
-        kept, counts = clean_corpus(tokenized, corpus.pairs, data_args.max_source_length,
-                                    data_args.max_target_length, lengths=(source, target))
+        kept, counts = clean_corpus(tokenized, corpus.pairs, data_args.max_source_length - tagged,
+                                    data_args.max_target_length, lengths=(source - tagged, target))
     else:
-        kept, counts = drop_empty_sides((source, target))
+        kept, counts = drop_empty_sides((source - tagged, target))
     corpus.cleaning, corpus.pairs_used = counts, len(kept)
     if len(kept) == 0:
         raise DataError(f"No training pair of {corpus.source} / {corpus.target} is left after cleaning "
                         f"({', '.join(f'{rule} {count:,}' for rule, count in counts.items())}); check the files, "
                         "or keep them with --no_clean.")
     if training_args.process_index == 0:
+        if corpus.weight != 1 or corpus.tag is not None or training_corpora(data_args)[1:]:
+            print(f"Corpus {corpus.source} / {corpus.target}:", flush=True)
         print(describe_cleaning(corpus.pairs_read, len(kept), counts, data_args.max_source_length,
                                 data_args.max_target_length) if clean else
               f"Dropped {counts['empty_side']:,} training pairs with an empty side (--no_clean).", flush=True)
     if keep_text:
         tokenized = datasets.concatenate_datasets([corpus.pairs, tokenized], axis=1)
     return select_kept(tokenized, kept, (source, target))
+
+
+def corpora_training_set(corpora: Corpora, tokenizer, data_args, training_args):
+    """-> (the training pairs of every corpus, each tokenized and cleaned as `cached_training_set` does it alone,
+    drawn as its weight says (`weighted_rows`, with --seed), one after the other; their (source, target) lengths).
+    The rows are an indices mapping over each corpus's cached Arrow file: nothing is copied."""
+    parts, sources, targets = [], [], []
+    for index, corpus in enumerate(corpora.parts):
+        tokenized, (source, target) = cached_training_set(corpus, tokenizer, data_args, training_args, False)
+        if len(tokenized) * corpus.weight >= MAX_DRAWN_PAIRS:  # before numpy is asked for the indices
+            raise UsageError(f"--train_weights {corpus.weight:g} draws {len(tokenized) * corpus.weight:,.0f} pairs "
+                             f"of {corpus.source} per epoch, more than the {MAX_DRAWN_PAIRS:,} one epoch may hold "
+                             "(8 bytes of index each); give it a smaller weight.")
+        rows = weighted_rows(len(tokenized), corpus.weight, training_args.seed, index)
+        corpus.pairs_drawn = len(rows)
+        if len(rows) != len(tokenized) or not np.array_equal(rows, np.arange(len(rows))):
+            tokenized, (source, target) = select_kept(tokenized, rows, (source, target))
+        if len(rows):
+            parts.append(tokenized)
+            sources.append(source)
+            targets.append(target)
+    if training_args.process_index == 0:
+        print("Training corpora (pairs per epoch after the cleaning and --train_weights): " + "; ".join(
+            f"{c.source} {c.pairs_drawn:,} (weight {c.weight:g}{f', tag {c.tag}' if c.tag else ''})"
+            for c in corpora.parts) + f"; {corpora.pairs_used:,} in all.", flush=True)
+    if not parts:
+        raise DataError("--train_weights leave no training pair: give a corpus a larger weight.")
+    columns = ["input_ids", "labels", "source_length", "target_length", "pair_hash"]
+    combined = datasets.concatenate_datasets([part.select_columns(columns) for part in parts])
+    return combined, (np.concatenate(sources), np.concatenate(targets))
 
 
 def streaming_training_set(corpus: TextCorpus, tokenizer, data_args, training_args) -> StreamingTokenBatches:

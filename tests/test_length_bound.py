@@ -165,6 +165,14 @@ def test_settings_that_cannot_work_are_a_value_error_naming_them(model):
             model.generate(input_ids=input_ids, attention_mask=attention_mask, **{name: value})
 
 
+@pytest.mark.parametrize("a", [1e30, 1e300, 1.7976931348623157e308])
+def test_a_huge_bound_bounds_nothing_as_the_bound_turned_off(model, a):
+    input_ids, attention_mask = mixed_batch(model, 7)
+    unbounded = model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=1, max_length_a=None)
+    huge = model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=1, max_length_a=a)
+    assert torch.equal(huge, unbounded)
+
+
 def test_a_source_given_without_a_mask_counts_its_tokens_that_are_not_padding(model):
     input_ids, attention_mask = mixed_batch(model, 6)
     out = model.generate(input_ids=input_ids, num_beams=1)  # padding id 0 where the mask is 0

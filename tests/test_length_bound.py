@@ -173,6 +173,19 @@ def test_a_huge_bound_bounds_nothing_as_the_bound_turned_off(model, a):
     assert torch.equal(huge, unbounded)
 
 
+def test_a_minimum_over_a_rows_bound_is_a_value_error_and_one_within_it_is_kept(model):
+    input_ids, attention_mask = mixed_batch(model, 8)
+    eos, shortest = model.config.eos_token_id, min(bounds(attention_mask))
+    for name, least in [("min_new_tokens", shortest - 1), ("min_length", shortest)]:  # each: exactly the bound
+        out = model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=1, **{name: least})
+        assert min(lengths(out, eos)) == shortest
+        with pytest.raises(ValueError, match=f"^{name}={least + 1} cannot work with max_length_a="):
+            model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=1, **{name: least + 1})
+    out = model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=1, max_length_a=None,
+                         max_new_tokens=shortest + 3, min_new_tokens=shortest + 1)  # the bound off: no contradiction
+    assert min(lengths(out, eos)) == shortest + 3
+
+
 def test_a_source_given_without_a_mask_counts_its_tokens_that_are_not_padding(model):
     input_ids, attention_mask = mixed_batch(model, 6)
     out = model.generate(input_ids=input_ids, num_beams=1)  # padding id 0 where the mask is 0

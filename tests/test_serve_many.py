@@ -316,3 +316,17 @@ def test_with_worker_processes_any_worker_serves_a_file_translated_by_another(se
     assert [download.status_code for download in downloads] == [200] * len(texts)
     assert [download.text for download in downloads] == expected
     assert status == 0, "\n".join(server.log)
+
+
+def test_one_folder_named_twice_in_any_spelling_is_served_once(served_ct2_dir, served_de_fr_dir, tmp_path):
+    import os
+
+    from vanilla_transformer.cli.serve import model_folders
+
+    models = tmp_path / "models"
+    models.mkdir()
+    os.symlink(served_ct2_dir, models / "en-de")
+    spellings = [served_ct2_dir, f"{served_ct2_dir}/", f"{served_ct2_dir}/../{os.path.basename(served_ct2_dir)}",
+                 str(models / "en-de")]
+    assert model_folders([*spellings, served_de_fr_dir, str(models)]) == [served_ct2_dir, served_de_fr_dir]
+    assert model_folders([served_de_fr_dir, *spellings[::-1]]) == [served_de_fr_dir, str(models / "en-de")]

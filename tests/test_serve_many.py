@@ -229,7 +229,10 @@ def test_a_file_is_translated_and_downloaded(url, name, content, text_format):
     ({"file": ("a.txt", b"three\0")}, {"source": "en", "target": "de"}, 400, "NUL"),
     ({"other": ("a.txt", b"three")}, {"source": "en", "target": "de"}, 400, "missing file parameter"),
     ({"file": ("a.txt", b"three")}, {"source": "en", "target": "es"}, 400, "es is not supported as target language"),
-    ({"file": ("a.txt", b"three " * 1000)}, {"source": "en", "target": "de"}, 400, "over this server's limit of"),
+    ({"file": ("a.txt", b"three " * 1000)}, {"source": "en", "target": "de"}, 400,
+     "the file has 6000 characters, over this server's limit of"),
+    ({"file": ("a.txt", b"")}, {"source": "en", "target": "de"}, 400, "the file is empty, there is nothing to translate"),
+    ({"file": ("a.txt", "\ufeff".encode())}, {"source": "en", "target": "de"}, 400, "the file is empty"),
 ])
 def test_a_file_that_cannot_be_translated_gets_one_error(url, files, data, status, message):
     response = httpx.post(f"{url}/translate_file", data=data, files=files, timeout=60)

@@ -333,3 +333,13 @@ def test_one_folder_named_twice_in_any_spelling_is_served_once(served_ct2_dir, s
                  str(models / "en-de")]
     assert model_folders([*spellings, served_de_fr_dir, str(models)]) == [served_ct2_dir, served_de_fr_dir]
     assert model_folders([served_de_fr_dir, *spellings[::-1]]) == [served_de_fr_dir, str(models / "en-de")]
+
+
+@pytest.mark.parametrize("setting, value", [("max_length_a", "2"), ("max_length_b", -1), ("num_beams", 0),
+                                            ("min_new_tokens", -1)])
+def test_a_folder_whose_generation_config_cannot_work_is_refused_at_start(served_de_fr_dir, tmp_path, setting, value):
+    folder = shutil.copytree(served_de_fr_dir, tmp_path / "edited")
+    config = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**config, "num_beams": 1, setting: value}))
+    with pytest.raises(ValueError, match=f"^{folder} cannot be served: {setting}="):
+        TranslationEngine(folder, device="cpu")

@@ -22,6 +22,7 @@ import torch
 from vanilla_transformer.cards.model_card import LANGUAGE_CODE, LANGUAGE_NAMES, card_languages
 from vanilla_transformer.checkpoints.kinds import check_folder_kind
 from vanilla_transformer.checkpoints.load import load_checkpoint
+from vanilla_transformer.decoding import LENGTH_BOUND, check_generation_parameters, length_bound_setting
 from vanilla_transformer.interop.ctranslate2_runtime import recorded_languages
 from vanilla_transformer.translate import TRANSLATION_KINDS, translate, translate_hypotheses
 
@@ -80,6 +81,18 @@ class TranslationEngine:
                                  purpose="serve")
         self.generate_kwargs = generate_kwargs
         self.load()
+        self.check_decoding()
+
+    def check_decoding(self) -> None:
+        """ValueError (one line) when the folder's generation_config.json, or the options given, hold a decoding
+        setting that cannot work: refused at start, not answered as a fault of each client's text."""
+        try:
+            check_generation_parameters(self.model.generation_config, self.generate_kwargs)
+            length_bound_setting({name: self.generate_kwargs[name] for name in LENGTH_BOUND
+                                  if name in self.generate_kwargs}, self.model.generation_config)
+        except ValueError as error:
+            raise ValueError(f"{self.path} cannot be served: {error} (its generation_config.json, or the options "
+                             "given)") from None
 
     def load(self) -> None:
         loaded = load_checkpoint(self.path, **self.load_options)

@@ -372,3 +372,16 @@ def test_the_server_answers_with_bounded_translations(engine, served_folders, mo
     unbounded = tokenizer.batch_decode(model.generate(**tokenizer(TEXTS[2:3], return_tensors="pt"), num_beams=1,
                                                       max_length_a=None), skip_special_tokens=True)
     assert len(expected[2]) < len(unbounded[0])  # the upper-cased sentence would have run away
+
+
+@pytest.mark.parametrize("engine", ["pytorch", "ctranslate2"])
+@pytest.mark.parametrize("settings", [dict(max_new_tokens=0), dict(max_length=0), dict(num_beams=0),
+                                      dict(num_beams=2, num_return_sequences=3), dict(max_length_a=-1)])
+def test_both_engines_refuse_the_same_settings_with_a_value_error(engine, served_folders, settings):
+    if engine not in served_folders:
+        pytest.skip("CTranslate2 is not installed")
+    loaded, loaded_tokenizer = load_model_and_tokenizer(served_folders[engine], "cpu")
+    inputs = loaded_tokenizer(TEXTS[:2], return_tensors="pt", padding=True)
+    name = next(iter(settings)) if len(settings) == 1 else "num_return_sequences"
+    with pytest.raises(ValueError, match=f"{name}"):
+        loaded.generate(inputs["input_ids"], attention_mask=inputs["attention_mask"], **settings)

@@ -54,7 +54,14 @@ from .compat import (
     quiet_about_the_configs_max_length,
 )
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .decoding import LENGTH_BOUND, MAX_LENGTH_A, MAX_LENGTH_B, length_bound_setting, max_target_lengths
+from .decoding import (
+    LENGTH_BOUND,
+    MAX_LENGTH_A,
+    MAX_LENGTH_B,
+    check_generation_parameters,
+    length_bound_setting,
+    max_target_lengths,
+)
 
 logger = logging.get_logger(__name__)
 
@@ -865,6 +872,9 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         `max_length`. That warning is left out while this model generates for a call that sets `max_new_tokens` and
         no `max_length` of its own (see `compat.quiet_about_the_configs_max_length`); every other message stays.
         """
+        # a setting that cannot work is a ValueError naming it, not a ZeroDivisionError deep in transformers
+        check_generation_parameters(self.generation_config,
+                                    {**kwargs, "generation_config": generation_config} if generation_config else kwargs)
         call_settings = {name: kwargs.pop(name) for name in LENGTH_BOUND if name in kwargs}
         bound = length_bound_setting(call_settings, generation_config, self.generation_config)
         if bound is not None:

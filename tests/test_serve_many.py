@@ -11,6 +11,7 @@ import json
 import logging
 import random
 import shutil
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -269,7 +270,10 @@ def test_each_request_through_a_pivot_says_so_in_the_log(url, caplog):
     with caplog.at_level(logging.INFO, logger="vanilla_transformer.serve"):
         post(url, q=[SENTENCES[0], GERMAN[0]], source="auto", target="fr")
         post(url, q=SENTENCES[1], source="en", target="de")
-    lines = [record.getMessage() for record in caplog.records if "POST /translate" in record.getMessage()]
+        deadline = time.monotonic() + 10  # the access log's line comes after the answer is sent
+        while len(lines := [record.getMessage() for record in caplog.records
+                            if "POST /translate" in record.getMessage()]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
     assert len(lines) == 2 and "pivot=en->fr via de" in lines[0] and "pivot" not in lines[1], lines
 
 

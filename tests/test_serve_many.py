@@ -347,3 +347,16 @@ def test_a_folder_whose_generation_config_cannot_work_is_refused_at_start(served
     (folder / "generation_config.json").write_text(json.dumps({**config, "num_beams": 1, setting: value}))
     with pytest.raises(ValueError, match=f"^{folder} cannot be served: {setting}="):
         TranslationEngine(folder, device="cpu")
+
+
+def test_a_restart_never_loads_files_changed_on_disk_since_the_server_started(served_ct2_dir, tmp_path):
+    folder = shutil.copytree(served_ct2_dir, tmp_path / "served")
+    engine = TranslationEngine(folder)
+    before = engine.translate(SENTENCES[:2])
+    engine.restart()  # the same files: loaded again, the same answers
+    assert engine.translate(SENTENCES[:2]) == before
+    config = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**config, "max_length_a": 0, "max_length_b": 2}))
+    with pytest.raises(RuntimeError, match="changed on disk since the server loaded it"):
+        engine.restart()
+    assert engine.translate(SENTENCES[:2]) == before  # still the model the server started with

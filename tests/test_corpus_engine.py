@@ -106,6 +106,19 @@ def test_a_few_lines_and_sentence_arguments_stay_with_pytorch(folder, tmp_path, 
     assert not exports and not entries() and "CTranslate2" not in err
 
 
+@pytest.mark.parametrize("seed", ["0", "3"])
+def test_sampling_keeps_pytorch_so_the_input_s_size_never_changes_the_draws(folder, tmp_path, corpus, capsys,
+                                                                              exports, seed):
+    sampling = ["--sampling-topk", "5", "--seed", seed]
+    code, err = translate(folder, corpus, tmp_path / "torch.de", capsys, "--engine", "pytorch", *sampling)
+    assert code == 0, err
+    code, err = translate(folder, corpus, tmp_path / "auto.de", capsys, *sampling)
+    assert code == 0, err
+    assert err.count("\n") == 1 and err.startswith("Translating with PyTorch: sampling draws other tokens"), err
+    assert not exports and not entries()
+    assert (tmp_path / "auto.de").read_bytes() == (tmp_path / "torch.de").read_bytes()
+
+
 def test_a_changed_folder_is_exported_again_and_a_copy_finds_the_same_entry(folder, tmp_path, corpus, capsys,
                                                                              exports):
     import shutil

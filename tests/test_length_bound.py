@@ -165,6 +165,27 @@ def test_settings_that_cannot_work_are_a_value_error_naming_them(model):
             model.generate(input_ids=input_ids, attention_mask=attention_mask, **{name: value})
 
 
+@pytest.mark.parametrize("a", [1e30, 1e300, 1.7976931348623157e308])
+def test_a_huge_bound_bounds_nothing_as_the_bound_turned_off(model, a):
+    input_ids, attention_mask = mixed_batch(model, 7)
+    unbounded = model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=1, max_length_a=None)
+    huge = model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=1, max_length_a=a)
+    assert torch.equal(huge, unbounded)
+
+
+def test_a_minimum_over_a_rows_bound_is_a_value_error_and_one_within_it_is_kept(model):
+    input_ids, attention_mask = mixed_batch(model, 8)
+    eos, shortest = model.config.eos_token_id, min(bounds(attention_mask))
+    for name, least in [("min_new_tokens", shortest - 1), ("min_length", shortest)]:  # each: exactly the bound
+        out = model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=1, **{name: least})
+        assert min(lengths(out, eos)) == shortest
+        with pytest.raises(ValueError, match=f"^{name}={least + 1} cannot work with max_length_a="):
+            model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=1, **{name: least + 1})
+    out = model.generate(input_ids=input_ids, attention_mask=attention_mask, num_beams=1, max_length_a=None,
+                         max_new_tokens=shortest + 3, min_new_tokens=shortest + 1)  # the bound off: no contradiction
+    assert min(lengths(out, eos)) == shortest + 3
+
+
 def test_a_source_given_without_a_mask_counts_its_tokens_that_are_not_padding(model):
     input_ids, attention_mask = mixed_batch(model, 6)
     out = model.generate(input_ids=input_ids, num_beams=1)  # padding id 0 where the mask is 0
@@ -351,3 +372,16 @@ def test_the_server_answers_with_bounded_translations(engine, served_folders, mo
     unbounded = tokenizer.batch_decode(model.generate(**tokenizer(TEXTS[2:3], return_tensors="pt"), num_beams=1,
                                                       max_length_a=None), skip_special_tokens=True)
     assert len(expected[2]) < len(unbounded[0])  # the upper-cased sentence would have run away
+
+
+@pytest.mark.parametrize("engine", ["pytorch", "ctranslate2"])
+@pytest.mark.parametrize("settings", [dict(max_new_tokens=0), dict(max_length=0), dict(num_beams=0),
+                                      dict(num_beams=2, num_return_sequences=3), dict(max_length_a=-1)])
+def test_both_engines_refuse_the_same_settings_with_a_value_error(engine, served_folders, settings):
+    if engine not in served_folders:
+        pytest.skip("CTranslate2 is not installed")
+    loaded, loaded_tokenizer = load_model_and_tokenizer(served_folders[engine], "cpu")
+    inputs = loaded_tokenizer(TEXTS[:2], return_tensors="pt", padding=True)
+    name = next(iter(settings)) if len(settings) == 1 else "num_return_sequences"
+    with pytest.raises(ValueError, match=f"{name}"):
+        loaded.generate(inputs["input_ids"], attention_mask=inputs["attention_mask"], **settings)

@@ -11,6 +11,7 @@ import json
 import logging
 import random
 import shutil
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -229,7 +230,10 @@ def test_a_file_is_translated_and_downloaded(url, name, content, text_format):
     ({"file": ("a.txt", b"three\0")}, {"source": "en", "target": "de"}, 400, "NUL"),
     ({"other": ("a.txt", b"three")}, {"source": "en", "target": "de"}, 400, "missing file parameter"),
     ({"file": ("a.txt", b"three")}, {"source": "en", "target": "es"}, 400, "es is not supported as target language"),
-    ({"file": ("a.txt", b"three " * 1000)}, {"source": "en", "target": "de"}, 400, "over this server's limit of"),
+    ({"file": ("a.txt", b"three " * 1000)}, {"source": "en", "target": "de"}, 400,
+     "the file has 6000 characters, over this server's limit of"),
+    ({"file": ("a.txt", b"")}, {"source": "en", "target": "de"}, 400, "the file is empty, there is nothing to translate"),
+    ({"file": ("a.txt", "\ufeff".encode())}, {"source": "en", "target": "de"}, 400, "the file is empty"),
 ])
 def test_a_file_that_cannot_be_translated_gets_one_error(url, files, data, status, message):
     response = httpx.post(f"{url}/translate_file", data=data, files=files, timeout=60)
@@ -266,7 +270,10 @@ def test_each_request_through_a_pivot_says_so_in_the_log(url, caplog):
     with caplog.at_level(logging.INFO, logger="vanilla_transformer.serve"):
         post(url, q=[SENTENCES[0], GERMAN[0]], source="auto", target="fr")
         post(url, q=SENTENCES[1], source="en", target="de")
-    lines = [record.getMessage() for record in caplog.records if "POST /translate" in record.getMessage()]
+        deadline = time.monotonic() + 10  # the access log's line comes after the answer is sent
+        while len(lines := [record.getMessage() for record in caplog.records
+                            if "POST /translate" in record.getMessage()]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
     assert len(lines) == 2 and "pivot=en->fr via de" in lines[0] and "pivot" not in lines[1], lines
 
 
@@ -316,3 +323,40 @@ def test_with_worker_processes_any_worker_serves_a_file_translated_by_another(se
     assert [download.status_code for download in downloads] == [200] * len(texts)
     assert [download.text for download in downloads] == expected
     assert status == 0, "\n".join(server.log)
+
+
+def test_one_folder_named_twice_in_any_spelling_is_served_once(served_ct2_dir, served_de_fr_dir, tmp_path):
+    import os
+
+    from vanilla_transformer.cli.serve import model_folders
+
+    models = tmp_path / "models"
+    models.mkdir()
+    os.symlink(served_ct2_dir, models / "en-de")
+    spellings = [served_ct2_dir, f"{served_ct2_dir}/", f"{served_ct2_dir}/../{os.path.basename(served_ct2_dir)}",
+                 str(models / "en-de")]
+    assert model_folders([*spellings, served_de_fr_dir, str(models)]) == [served_ct2_dir, served_de_fr_dir]
+    assert model_folders([served_de_fr_dir, *spellings[::-1]]) == [served_de_fr_dir, str(models / "en-de")]
+
+
+@pytest.mark.parametrize("setting, value", [("max_length_a", "2"), ("max_length_b", -1), ("num_beams", 0),
+                                            ("min_new_tokens", -1)])
+def test_a_folder_whose_generation_config_cannot_work_is_refused_at_start(served_de_fr_dir, tmp_path, setting, value):
+    folder = shutil.copytree(served_de_fr_dir, tmp_path / "edited")
+    config = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**config, "num_beams": 1, setting: value}))
+    with pytest.raises(ValueError, match=f"^{folder} cannot be served: {setting}="):
+        TranslationEngine(folder, device="cpu")
+
+
+def test_a_restart_never_loads_files_changed_on_disk_since_the_server_started(served_ct2_dir, tmp_path):
+    folder = shutil.copytree(served_ct2_dir, tmp_path / "served")
+    engine = TranslationEngine(folder)
+    before = engine.translate(SENTENCES[:2])
+    engine.restart()  # the same files: loaded again, the same answers
+    assert engine.translate(SENTENCES[:2]) == before
+    config = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**config, "max_length_a": 0, "max_length_b": 2}))
+    with pytest.raises(RuntimeError, match="changed on disk since the server loaded it"):
+        engine.restart()
+    assert engine.translate(SENTENCES[:2]) == before  # still the model the server started with

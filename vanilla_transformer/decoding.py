@@ -16,14 +16,22 @@ MAX_LENGTH_A = 2.0  # target tokens allowed per source token
 MAX_LENGTH_B = 10  # plus this many
 # the generation config's attributes and `generate`'s keywords, with the values a config that lacks them gets
 LENGTH_BOUND = {"max_length_a": MAX_LENGTH_A, "max_length_b": MAX_LENGTH_B}
+# the largest bound a row gets: a*n + b beyond it (or beyond any float, as with a = 1e308) bounds nothing that a
+# translation's max_length does not, and must still fit the int64 tensors and int32 options that carry it
+LARGEST_BOUND = 2**31 - 1
 
 
 def max_target_lengths(source_lengths, a: float = MAX_LENGTH_A, b: float = MAX_LENGTH_B) -> list[int]:
     """The most tokens each translation may take, its </s> included: `int(a * n + b)` (at least 1) for a source of
-    `n` tokens (its </s> included). `a` and `b` are fairseq's `--max-len-a` / `--max-len-b`."""
+    `n` tokens (its </s> included), at most `LARGEST_BOUND`. `a` and `b` are fairseq's `--max-len-a` /
+    `--max-len-b`."""
     if a < 0 or b < 0:
         raise ValueError(f"max_length_a and max_length_b must be 0 or more, got {a} and {b}")
-    return [max(1, int(a * int(n) + b)) for n in source_lengths]
+    lengths = []
+    for n in source_lengths:
+        length = a * int(n) + b
+        lengths.append(max(1, int(length)) if length < LARGEST_BOUND else LARGEST_BOUND)  # inf too
+    return lengths
 
 
 def length_bound_setting(call_settings: dict, *generation_configs) -> tuple[float, float] | None:
@@ -82,5 +90,5 @@ def check_generation_parameters(generation_config, generate_kwargs: dict | None 
         )
 
 
-__all__ = ["LENGTH_BOUND", "MAX_LENGTH_A", "MAX_LENGTH_B", "check_generation_parameters", "length_bound_setting",
+__all__ = ["LARGEST_BOUND", "LENGTH_BOUND", "MAX_LENGTH_A", "MAX_LENGTH_B", "check_generation_parameters", "length_bound_setting",
            "max_target_lengths"]

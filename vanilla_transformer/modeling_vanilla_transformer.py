@@ -54,7 +54,14 @@ from .compat import (
     quiet_about_the_configs_max_length,
 )
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .decoding import LENGTH_BOUND, MAX_LENGTH_A, MAX_LENGTH_B, length_bound_setting, max_target_lengths
+from .decoding import (
+    LENGTH_BOUND,
+    MAX_LENGTH_A,
+    MAX_LENGTH_B,
+    check_generation_parameters,
+    length_bound_setting,
+    max_target_lengths,
+)
 
 logger = logging.get_logger(__name__)
 
@@ -865,17 +872,38 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         `max_length`. That warning is left out while this model generates for a call that sets `max_new_tokens` and
         no `max_length` of its own (see `compat.quiet_about_the_configs_max_length`); every other message stays.
         """
+        # a setting that cannot work is a ValueError naming it, not a ZeroDivisionError deep in transformers
+        check_generation_parameters(self.generation_config,
+                                    {**kwargs, "generation_config": generation_config} if generation_config else kwargs)
         call_settings = {name: kwargs.pop(name) for name in LENGTH_BOUND if name in kwargs}
         bound = length_bound_setting(call_settings, generation_config, self.generation_config)
         if bound is not None:
             processor = self.source_length_bound(bound, inputs, generation_config, kwargs)
             if processor is not None:
+                self.check_minimum_within_bound(processor, bound, generation_config, kwargs)
                 logits_processor = LogitsProcessorList([*(logits_processor or []), processor])
         max_new_tokens = kwargs.get("max_new_tokens", getattr(generation_config, "max_new_tokens", None))
         max_length = kwargs.get("max_length", getattr(generation_config, "max_length", None))
         own_max_length = max_length is None or max_length == self.generation_config.max_length
         with quiet_about_the_configs_max_length(max_new_tokens is not None and own_max_length):
             return super().generate(inputs, generation_config, logits_processor, *args, **kwargs)
+
+    def check_minimum_within_bound(self, processor: SourceLengthBound, bound: tuple[float, float], generation_config,
+                                   kwargs: dict) -> None:
+        """ValueError when the call's `min_new_tokens` or `min_length` asks a row for more tokens than its source's
+        bound allows: the bound would end it sooner, quietly breaking the minimum asked for."""
+        def setting(name):
+            return next((value for value in (kwargs.get(name), getattr(generation_config, name, None),
+                                             getattr(self.generation_config, name, None)) if value is not None), None)
+
+        least = max(int(setting("min_new_tokens") or 0) + 1, int(setting("min_length") or 0))  # </s> included
+        shortest = int(processor.bounds.min()) if len(processor.bounds) else least
+        if shortest < least:
+            name = "min_new_tokens" if setting("min_new_tokens") else "min_length"
+            raise ValueError(f"{name}={setting(name)!r} cannot work with max_length_a={bound[0]:g}, "
+                             f"max_length_b={bound[1]:g}: a source of this batch allows at most {shortest} tokens "
+                             f"(</s> included), fewer than the {least} the minimum asks for. Lower {name}, raise "
+                             "max_length_b, or turn the bound off (max_length_a=None).")
 
     def source_length_bound(self, bound: tuple[float, float], inputs, generation_config,
                             kwargs: dict) -> SourceLengthBound | None:

@@ -186,7 +186,8 @@ def run(args: argparse.Namespace) -> None:
 def model_folders(paths: list[str]) -> list[str]:
     """The model folders of MODEL arguments: each that is a model folder itself (config.json in it), and the model
     folders directly inside each that is not (a folder of model folders, in name order); a ValueError naming a
-    folder that holds neither."""
+    folder that holds neither. One folder named twice (`m`, `m/`, `./m`, a link to it, or also inside a folder of
+    model folders) is served once."""
     folders = []
     for path in paths:
         if not os.path.isdir(path) or os.path.isfile(os.path.join(path, "config.json")):
@@ -197,4 +198,7 @@ def model_folders(paths: list[str]) -> list[str]:
         if not inside:
             raise ValueError(f"{path} is neither a model folder (no config.json) nor a folder of model folders")
         folders.extend(inside)
-    return list(dict.fromkeys(folders))
+    first = {}  # each folder once, where it first came
+    for folder in folders:
+        first.setdefault(os.path.realpath(folder), folder)
+    return list(first.values())

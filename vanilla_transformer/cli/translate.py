@@ -234,6 +234,11 @@ def plan_engine(args: argparse.Namespace) -> tuple[str, str | None]:
         return "ctranslate2", None
     if args.engine == "pytorch" or kind != "seq2seq" or not _a_corpus(args):
         return "pytorch", None
+    if (args.sampling_topk is not None or args.sampling_temperature is not None) and args.compute_type == "default":
+        # CTranslate2 draws other tokens from the same seed: the input's size must not choose the translations
+        return "pytorch", ("Translating with PyTorch: sampling draws other tokens with CTranslate2, so --engine auto "
+                           "keeps PyTorch whatever the input's size (to sample with CTranslate2, export the folder: "
+                           "vanilla-transformer export ctranslate2).")
     if args.device is not None and args.device.split(":")[0] not in ("cpu", "cuda"):
         return "pytorch", f"Translating with PyTorch: CTranslate2 does not run on {args.device}."
     try:

@@ -18,7 +18,12 @@ from pathlib import Path
 from transformers import GenerationConfig
 
 from vanilla_transformer.checkpoints.kinds import CheckpointError, is_ctranslate2_folder
-from vanilla_transformer.decoding import LENGTH_BOUND, length_bound_setting, max_target_lengths
+from vanilla_transformer.decoding import (
+    LENGTH_BOUND,
+    check_generation_parameters,
+    length_bound_setting,
+    max_target_lengths,
+)
 from vanilla_transformer.extras import import_extra
 from vanilla_transformer.files.errors import one_line
 from vanilla_transformer.files.hashing import sha256_of_file
@@ -241,6 +246,8 @@ class CTranslate2Translator:
         last token is no token of the result here). CTranslate2's one maximum length per call is the longest row's:
         one call per bound under beam search (a longer allowance may change which hypothesis wins); one call, each
         row cut to its bound, for greedy search and sampling, which pick each row's tokens alone."""
+        # what generate refuses is refused here too (max_new_tokens=0 would otherwise fall back to max_length)
+        check_generation_parameters(self.generation_config, kwargs)
         bound = length_bound_setting({name: kwargs.pop(name) for name in LENGTH_BOUND if name in kwargs},
                                      self.generation_config)
         bounds = [] if bound is None else [max_target_lengths([len(ids) for ids in rows], *bound)]

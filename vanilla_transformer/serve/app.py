@@ -107,14 +107,17 @@ async def translate_texts(texts: list[str], text_format: str, engine, batcher: D
 
 
 async def translate_through(texts: list[str], text_format: str, chain: list, batchers: dict, settings: ServeSettings,
-                            pool: ThreadPoolExecutor | None = None, alternatives: int = 0):
+                            pool: ThreadPoolExecutor | None = None, alternatives: int = 0, what: str = "q"):
     """`texts` through each engine of `chain` in turn (a pivot: each one's translations are the next one's texts,
-    as two requests by hand would give): (translations, the alternatives of the last engine or None)."""
+    as two requests by hand would give): (translations, the alternatives of the last engine or None). `what` the
+    texts are, for errors ("q", "the file")."""
+    first = what
     others = None
     for position, engine in enumerate(chain):
         last = position == len(chain) - 1
         count = alternatives + 1 if last and alternatives and text_format == "text" else 1
-        what = "q" if position == 0 else f"the {engine.source_lang} translation of q (on the way through a pivot)"
+        what = first if position == 0 else (f"the {engine.source_lang} translation of {first} (on the way through a "
+                                            "pivot)")
         texts, others = await translate_texts(texts, text_format, engine, batchers[id(engine)], settings, pool, count,
                                               what)
     if alternatives and others is None:  # html: none, as LibreTranslate answers
@@ -278,7 +281,7 @@ class Translator:
         chains = {source: self.models.route(source, request.target) for source in groups}  # all checked first
         results = await asyncio.gather(*(
             translate_through([request.texts[i] for i in indices], request.format, chains[source], self.batchers,
-                              self.settings, self.pool, request.alternatives)
+                              self.settings, self.pool, request.alternatives, request.what)
             for source, indices in groups.items()))
         translations, alternatives = [""] * len(request.texts), [[] for _ in request.texts]
         for indices, (texts, others) in zip(groups.values(), results):
@@ -349,7 +352,7 @@ def add_translation_routes(app: FastAPI, translator: Translator, settings: Serve
             text_format = file_format(filename)
             text = read_text(data)
             checked = check_request({**fields, "q": text, "format": text_format, "alternatives": 0},
-                                    char_limit=settings.char_limit, batch_limit=1)
+                                    char_limit=settings.char_limit, batch_limit=1, what="the file")
             request.state.log = _describe_request(checked, settings) + " file"
             translations, _, _, pivots = await translator.translate(checked)
             if pivots:

@@ -22,6 +22,7 @@ import torch
 from vanilla_transformer.cards.model_card import LANGUAGE_CODE, LANGUAGE_NAMES, card_languages
 from vanilla_transformer.checkpoints.kinds import check_folder_kind
 from vanilla_transformer.checkpoints.load import load_checkpoint
+from vanilla_transformer.decoding import LENGTH_BOUND, check_generation_parameters, length_bound_setting
 from vanilla_transformer.interop.ctranslate2_runtime import recorded_languages
 from vanilla_transformer.translate import TRANSLATION_KINDS, translate, translate_hypotheses
 
@@ -67,6 +68,20 @@ def language_name(code: str) -> str:
     return LANGUAGE_NAMES.get(code, code)
 
 
+def folder_state(folder: str) -> dict[str, tuple[int, int]]:
+    """{name: (size, modification time in ns)} of the files at the top of `folder` (links followed): what tells
+    that a file was replaced or written since."""
+    state = {}
+    for entry in os.scandir(folder):
+        try:
+            if entry.is_file():
+                info = entry.stat()
+                state[entry.name] = (info.st_size, info.st_mtime_ns)
+        except OSError:  # removed meanwhile
+            state[entry.name] = (-1, -1)
+    return state
+
+
 class TranslationEngine:
     """A translation folder loaded for serving. `kind` is "seq2seq" (PyTorch) or "ctranslate2"."""
 
@@ -80,8 +95,21 @@ class TranslationEngine:
                                  purpose="serve")
         self.generate_kwargs = generate_kwargs
         self.load()
+        self.check_decoding()
+
+    def check_decoding(self) -> None:
+        """ValueError (one line) when the folder's generation_config.json, or the options given, hold a decoding
+        setting that cannot work: refused at start, not answered as a fault of each client's text."""
+        try:
+            check_generation_parameters(self.model.generation_config, self.generate_kwargs)
+            length_bound_setting({name: self.generate_kwargs[name] for name in LENGTH_BOUND
+                                  if name in self.generate_kwargs}, self.model.generation_config)
+        except ValueError as error:
+            raise ValueError(f"{self.path} cannot be served: {error} (its generation_config.json, or the options "
+                             "given)") from None
 
     def load(self) -> None:
+        files = folder_state(self.path)
         loaded = load_checkpoint(self.path, **self.load_options)
         self.kind, self.model, self.tokenizer = loaded.kind, loaded.model, loaded.tokenizer
         if isinstance(self.model, torch.nn.Module):
@@ -90,6 +118,7 @@ class TranslationEngine:
         # tokenizer (a Rust object that refuses use from two threads while one changes it): a copy of its own
         self._counting_tokenizer = copy.deepcopy(self.tokenizer)
         self.max_input_tokens = self._max_input_tokens()
+        self.files = files  # the folder as the server read it (restart reads the same files or none)
 
     def _max_input_tokens(self) -> int | None:
         """The longest sentence in tokens the model reads: its positions (a CTranslate2 folder's as its export recorded
@@ -122,7 +151,13 @@ class TranslationEngine:
         return translator is None or bool(translator.model_is_loaded)
 
     def restart(self) -> None:
-        """Load the folder again (after a failure that may have broken the loaded model)."""
+        """Load the folder again (after a failure that may have broken the loaded model); a RuntimeError, the engine
+        left as it is, when the folder's files changed since the server read them: a running server's answers must
+        not change with the files on disk (restart the server to serve the new ones)."""
+        if folder_state(self.path) != self.files:
+            raise RuntimeError(f"{self.path} changed on disk since the server loaded it; it is not loaded again, so "
+                               "that the server's answers do not change while it runs: restart the server to serve "
+                               "the folder as it is now")
         self.load()
 
     def describe(self, path: bool = True) -> str:
@@ -133,4 +168,4 @@ class TranslationEngine:
         return f"{self.path} ({described})" if path else described
 
 
-__all__ = ["TranslationEngine", "card_languages", "in_own_memory", "language_name", "model_languages"]
+__all__ = ["TranslationEngine", "folder_state", "card_languages", "in_own_memory", "language_name", "model_languages"]

@@ -40,6 +40,7 @@ class TranslateRequest:
     source: str  # a language code, or "auto": answer with detectedLanguage
     target: str
     alternatives: int = 0  # alternative translations asked for (0: answer no "alternatives")
+    what: str = "q"  # what the texts are, for errors: "q", or "the file" of /translate_file
 
     @property
     def auto_source(self) -> bool:
@@ -144,8 +145,9 @@ def alternatives_field(fields: dict, limit: int) -> int:
     return number
 
 
-def texts_field(fields: dict, *, char_limit: int, batch_limit: int) -> tuple[list[str], bool]:
-    """(the texts of `q`, whether q was a list), within the limits."""
+def texts_field(fields: dict, *, char_limit: int, batch_limit: int, what: str = "q") -> tuple[list[str], bool]:
+    """(the texts of `q`, whether q was a list), within the limits. `what` q holds, for errors ("q", or "the
+    file" whose text /translate_file puts in q)."""
     q = fields.get("q")
     if q is None:
         raise ApiError(400, "Invalid request: missing q parameter")
@@ -160,20 +162,21 @@ def texts_field(fields: dict, *, char_limit: int, batch_limit: int) -> tuple[lis
     else:
         raise ApiError(400, f"Invalid request: q must be a string or a list of strings, got {_kind(q)}")
     if not q:
-        raise ApiError(400, "Invalid request: q is empty, there is nothing to translate")
+        raise ApiError(400, f"Invalid request: {what} is empty, there is nothing to translate")
     if len(texts) > batch_limit:
         raise ApiError(400, f"Invalid request: q has {len(texts)} texts, over this server's limit of {batch_limit} "
                             "texts per request")
     chars = sum(len(text) for text in texts)
     if chars > char_limit:
-        raise ApiError(400, f"Invalid request: q has {chars} characters, over this server's limit of {char_limit} "
+        raise ApiError(400, f"Invalid request: {what} has {chars} characters, over this server's limit of {char_limit} "
                             "characters per request")
     return texts, as_list
 
 
-def check_request(fields: dict, *, char_limit: int, batch_limit: int, alternatives_limit: int = 3) -> TranslateRequest:
-    """The checked request, or the `ApiError` of its first problem."""
-    texts, as_list = texts_field(fields, char_limit=char_limit, batch_limit=batch_limit)
+def check_request(fields: dict, *, char_limit: int, batch_limit: int, alternatives_limit: int = 3,
+                  what: str = "q") -> TranslateRequest:
+    """The checked request, or the `ApiError` of its first problem. `what` q holds, for errors (`texts_field`)."""
+    texts, as_list = texts_field(fields, char_limit=char_limit, batch_limit=batch_limit, what=what)
     source = language_field(fields, "source")
     target = language_field(fields, "target")
     if target == "auto":
@@ -183,7 +186,7 @@ def check_request(fields: dict, *, char_limit: int, batch_limit: int, alternativ
         shown = text_format if isinstance(text_format, str) else _kind(text_format)
         raise ApiError(400, f"Invalid request: format {shown} is not supported (text or html)")
     return TranslateRequest(texts=texts, as_list=as_list, format=text_format, source=source, target=target,
-                            alternatives=alternatives_field(fields, alternatives_limit))
+                            alternatives=alternatives_field(fields, alternatives_limit), what=what)
 
 
 __all__ = ["FORMATS", "ApiError", "TranslateRequest", "alternatives_field", "check_request", "check_unicode",

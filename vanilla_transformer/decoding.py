@@ -90,5 +90,5 @@ def check_generation_parameters(generation_config, generate_kwargs: dict | None 
         )
 
 
-__all__ = ["LARGEST_BOUND", "LENGTH_BOUND", "MAX_LENGTH_A", "MAX_LENGTH_B", "check_generation_parameters", "length_bound_setting",
-           "max_target_lengths"]
+__all__ = ["LARGEST_BOUND", "LENGTH_BOUND", "MAX_LENGTH_A", "MAX_LENGTH_B", "check_generation_parameters",
+           "length_bound_setting", "max_target_lengths"]

@@ -209,6 +209,7 @@ def test_a_teacher_that_is_not_a_translation_model_is_refused(files, tmp_path, c
     from vanilla_transformer import VanillaTransformerForCausalLM
 
     VanillaTransformerForCausalLM(tiny_config()).save_pretrained(tmp_path / "lm")
+    capsys.readouterr()  # save_pretrained's progress bar is not the command's output
     code, out, err = run_main(main, command(files, tmp_path / "out", teacher=tmp_path / "lm"), capsys)
     assert code == 1 and err.count("\n") == 1 and err.startswith(ERROR), err
     assert "decoder-only language model" in err and "translation model" in err, err
@@ -225,6 +226,40 @@ def test_a_teacher_of_other_languages_is_refused(files, tmp_path, capsys):
     code, out, err = run_main(main, [*command(files, tmp_path / "out")[:-len(STUDENT) - 1], "--source-lang", "fr"],
                               capsys)
     assert_usage_error(code, err, ["translates en -> de", "source language is fr"])
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_damaged_ctranslate2_teacher_is_refused_before_anything_is_written(files, tmp_path, capsys):
+    import shutil
+
+    from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
+
+    whole = to_ctranslate2(str(files / "teacher"), tmp_path / "teacher-ct2", "float32")
+    for name in ("shared_vocabulary.json", "tokenizer.json", "tokenizer_config.json"):
+        teacher = tmp_path / f"without-{name}"
+        shutil.copytree(whole, teacher)
+        os.remove(teacher / name)
+        code, _, err = run_main(main, command(files, tmp_path / "out", teacher=teacher), capsys)
+        assert code == 1 and err.count("\n") == 1 and err.startswith(ERROR) and str(teacher) in err, (name, err)
+        assert not (tmp_path / "out").exists(), name
+
+
+@pytest.mark.parametrize("case", ["empty train source", "blank train source", "validation", "test"])
+def test_a_corpus_the_recipe_would_refuse_is_refused_before_the_teachers_pass(files, tmp_path, monkeypatch, capsys,
+                                                                               case):
+    Counted(monkeypatch)
+    argv = command(files, tmp_path / "out")
+    if case.endswith("train source"):
+        (tmp_path / "train.en").write_text("" if case.startswith("empty") else "\n \r\n\t\n", encoding="utf-8")
+        argv[argv.index("--train-source") + 1] = str(tmp_path / "train.en")
+        words = ["train source file", "is empty"]
+    else:
+        (tmp_path / "short.de").write_text("".join(line + "\n" for line in lines(files / "val.de")[:-1]), encoding="utf-8")
+        argv[argv.index(f"--{case}-target") + 1] = str(tmp_path / "short.de")
+        words = [f"The {case} files do not pair up"]
+    code, _, err = run_main(main, argv, capsys)
+    assert code == 1 and err.count("\n") == 1 and err.startswith(ERROR), err
+    assert all(word in err for word in words), err
     assert not (tmp_path / "out").exists()
 
 

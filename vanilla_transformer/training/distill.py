@@ -37,12 +37,13 @@ from vanilla_transformer.checkpoints.kinds import check_folder_kind
 from vanilla_transformer.checkpoints.load import load_checkpoint
 from vanilla_transformer.checkpoints.validate import check_checkpoint
 from vanilla_transformer.cli.options import UsageError
-from vanilla_transformer.files import OutputError, check_output_folder, read_text_lines, staged_file
+from vanilla_transformer.files import OutputError, check_output_folder, read_text_lines, staged_file, text_lines
 from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator
 from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
 from vanilla_transformer.training import train as recipe
 from vanilla_transformer.training.arguments import parse_arguments
-from vanilla_transformer.training.data_sources import language_from_extension
+from vanilla_transformer.training.data_sources import language_from_extension, read_parallel_files
+from vanilla_transformer.training.messages import DataError
 from vanilla_transformer.training.metrics import translation_scores
 from vanilla_transformer.training.table3 import option_name, option_value, read_json
 from vanilla_transformer.translate import TRANSLATION_KINDS, translate
@@ -179,15 +180,29 @@ def settle_languages(d: Distillation) -> Distillation:
 
 
 def check_teacher(d: Distillation) -> str:
-    """The teacher's kind: a translation model folder (checked whole) or a CTranslate2 folder; `CheckpointError`
-    (one line) for anything else."""
+    """The teacher's kind: a translation model folder (checked whole) or a CTranslate2 folder (loaded on the CPU as
+    the teacher's pass loads it: its weights, vocabulary, tokenizer and their fingerprint, in the compute type
+    asked for); `CheckpointError` (one line) for anything else."""
     kind = d.teacher_kind
     if kind != "ctranslate2":
         if d.teacher_compute_type != "default":
             raise UsageError(f"--teacher-compute-type applies to a teacher exported to CTranslate2; {d.teacher} holds "
                              "a PyTorch model")
         check_checkpoint(d.teacher, need_tokenizer=True)
+    else:
+        load_checkpoint(d.teacher, kinds=("ctranslate2",), engine="ctranslate2", device="cpu",
+                        compute_type=d.teacher_compute_type)
     return kind
+
+
+def check_corpus(d: Distillation) -> None:
+    """The files the chain reads, as the recipe will read them, before hours of translation: the training source
+    holds a sentence (read up to its first one) and each evaluation pair pairs up line for line (`DataError`)."""
+    if not any(line.strip() for line in text_lines(d.train_source, "train source file")):
+        raise DataError(f"The train source file {d.train_source} is empty.")
+    for split, pair in (("validation", d.validation), ("test", d.test)):
+        if pair:
+            read_parallel_files(pair[0], pair[1], split)
 
 
 def check_out(d: Distillation) -> None:
@@ -216,11 +231,12 @@ def check_out(d: Distillation) -> None:
 
 
 def prepare(d: Distillation) -> Distillation:
-    """Every check before anything is written: the recipe options, the teacher, the languages, --out, and the
+    """Every check before anything is written: the recipe options, the teacher, the corpus, the languages, --out, and the
     recipe's own parse of the student's options (its usage errors, before hours of translation). Returns the
     distillation with its languages and BLEU tokenization settled."""
     check_recipe_options(d.recipe_options)
     check_teacher(d)
+    check_corpus(d)
     d = settle_languages(d)
     data_args, _, _, _ = parse_arguments(student_options(d))
     d = replace(d, bleu_tokenize=data_args.bleu_tokenize)

@@ -193,6 +193,33 @@ def test_a_full_disk_during_the_teachers_pass_is_one_line_and_a_rerun_resumes(fi
     assert lines(output) == translated_alone(files / "teacher", sources)
 
 
+def test_ctrl_c_in_the_teachers_pass_is_one_line_and_a_rerun_translates_only_the_rest(files, tmp_path, monkeypatch,
+                                                                                     capsys):
+    sources = lines(files / "train.en")
+    stop_after_teacher(monkeypatch)
+    Counted(monkeypatch)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    original = translate_module._translate_chunk
+    chunks = []
+
+    def ctrl_c_at_the_third_chunk(*args, **kwargs):
+        chunks.append(1)
+        return interrupted() if len(chunks) == 3 else original(*args, **kwargs)
+
+    monkeypatch.setattr(translate_module, "_translate_chunk", ctrl_c_at_the_third_chunk)
+    code, _, err = run_main(main, command(files, tmp_path / "out"), capsys)
+    assert code == 130 and err.splitlines()[-1] == f"{ERROR}interrupted", err
+    assert "Traceback" not in err and err.count(ERROR) == 1, err
+    again = Counted(monkeypatch)
+    with pytest.raises(Stop):
+        main(command(files, tmp_path / "out"))
+    assert again.lines == sources[2 * CHUNK:]
+    assert lines(tmp_path / "out" / "teacher" / "train.de") == translated_alone(files / "teacher", sources)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Bad input: one line, nothing written
 
@@ -492,6 +519,37 @@ def test_a_chain_killed_while_the_student_trains_resumes_it(files, tmp_path, cap
     state = json.loads((out / "student" / "trainer_state.json").read_text())
     assert state["global_step"] == 40 and math.isfinite(state["log_history"][-1].get("train_loss", 0.0))
     assert (out / "report.json").is_file()
+
+
+@pytest.mark.slow  # the student trains until it is interrupted, then to its end
+def test_ctrl_c_while_the_student_trains_is_one_line_and_a_rerun_resumes(files, tmp_path, capsys):
+    out = tmp_path / "distilled"
+    argv = command(files, out)
+    argv[argv.index("--max_steps") + 1] = "40"  # time to interrupt it between its checkpoints
+    # SIGINT to the process group, as Ctrl-C in a terminal sends it
+    process = subprocess.Popen([sys.executable, "-m", "training.distill", *argv[1:]], cwd=REPO_ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    try:
+        deadline = time.monotonic() + 300
+        while (not list((out / "student").glob("checkpoint-*/trainer_state.json")) and process.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(0.1)
+        interrupted = process.poll() is None
+        if interrupted:
+            os.killpg(process.pid, signal.SIGINT)
+        err = process.communicate(timeout=120)[1]
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert interrupted, "the chain ended before it was interrupted"
+    assert process.returncode == 130 and err.splitlines()[-1] == f"{ERROR}interrupted", err[-2000:]
+    assert "Traceback" not in err and err.count(ERROR) == 1, err[-2000:]
+    code, text, err = run_main(main, argv, capsys)
+    assert code == 0, err[-2000:]
+    assert "Student: resuming" in text
+    assert json.loads((out / "student" / "trainer_state.json").read_text())["global_step"] == 40
 
 
 @pytest.mark.slow  # uses the chain's student

@@ -330,6 +330,30 @@ def test_a_folder_of_another_distillation_is_refused(files, tmp_path, monkeypatc
     assert_usage_error(code, err, ["holds a distillation of other arguments", "threads"])
 
 
+@pytest.mark.parametrize("changed", ["teacher's weights", "training source"])
+def test_a_folder_whose_inputs_changed_since_is_refused(files, tmp_path, monkeypatch, capsys, changed):
+    import shutil
+
+    shutil.copytree(files, tmp_path / "files")
+    ours = tmp_path / "files"
+    stop_after_teacher(monkeypatch)
+    with pytest.raises(Stop):
+        main(command(ours, tmp_path / "out"))
+    capsys.readouterr()
+    path = ours / "teacher" / "model.safetensors" if changed.startswith("teacher") else ours / "train.en"
+    if changed.startswith("teacher"):  # the teacher trained further in its folder: other weights, same size
+        from safetensors.torch import save_file
+
+        weights = load_file(path)
+        save_file({name: tensor + 1 for name, tensor in weights.items()}, str(path), metadata={"format": "pt"})
+    else:  # the corpus edited: one sentence replaced
+        path.write_text(path.read_text(encoding="utf-8").replace("\n", "\nnine\n", 1), encoding="utf-8")
+    before = {name: (tmp_path / "out" / name).stat().st_mtime_ns for name in ("distill.json", "teacher/train.de")}
+    code, _, err = run_main(main, command(ours, tmp_path / "out"), capsys)
+    assert_usage_error(code, err, ["changed since", str(path)])
+    assert {name: (tmp_path / "out" / name).stat().st_mtime_ns for name in before} == before
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The whole chain (slow: the student trains)
 

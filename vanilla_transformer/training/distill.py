@@ -19,8 +19,8 @@ al. 2021), trains on (source, teacher's translation) instead of the original pai
    float32 (`report/`: the exports this needs and every translation, as text files): sacreBLEU and chrF on the
    validation and test files, sentences per second with 1 thread and with all threads, size on disk, parameters.
 
-`distill.json` records the arguments; a run with other arguments in the same folder is refused, so a re-run never
-mixes two distillations. What each stage left is its own record of being done (the translations file appears only
+`distill.json` records the arguments and the size and modification time of every input file; a run with other
+arguments, or with inputs changed since, in the same folder is refused, so a re-run never mixes two distillations. What each stage left is its own record of being done (the translations file appears only
 when whole, the recipe's finished run, an export folder renamed into place, report.json), and nothing finished is
 done again.
 """
@@ -110,7 +110,22 @@ class Distillation:
         values["recipe_options"] = list(self.recipe_options)
         values["threads"] = list(self.threads) if self.threads else None
         del values["out"]
-        return {"format": RECORD_FORMAT, "arguments": values}
+        return {"format": RECORD_FORMAT, "arguments": values, "inputs": self.input_files()}
+
+    def input_files(self) -> dict:
+        """{absolute path: [size, modification time in ns]} of every file the chain reads: the training, validation
+        and test files and the files of the teacher's folder (not its hidden ones). A folder whose inputs changed
+        since (a teacher trained further in its folder, a corpus edited) is refused as other arguments are, so that
+        no stage reuses the work of another input."""
+        paths = [self.train_source, *(self.validation or ()), *(self.test or ())]
+        if os.path.isdir(self.teacher):
+            paths += [entry.path for entry in os.scandir(self.teacher)
+                      if not entry.name.startswith(".") and entry.is_file()]
+        files = {}
+        for path in paths:
+            status = os.stat(path)
+            files[os.path.realpath(path)] = [status.st_size, status.st_mtime_ns]
+        return dict(sorted(files.items()))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -223,11 +238,19 @@ def check_out(d: Distillation) -> None:
         raise UsageError(f"--out {record} cannot be read ({error}); choose another folder") from None
     if not isinstance(saved, dict) or saved.get("format") != RECORD_FORMAT:
         raise UsageError(f"--out {record} is not a record of vanilla-transformer distill; choose another folder")
-    if saved != d.record():
-        changed = sorted(name for name, value in d.record()["arguments"].items()
-                         if saved.get("arguments", {}).get(name) != value)
+    ours = d.record()
+    if saved.get("arguments") != ours["arguments"]:
+        before = saved.get("arguments") if isinstance(saved.get("arguments"), dict) else {}
+        changed = sorted(name for name, value in ours["arguments"].items() if before.get(name) != value)
         raise UsageError(f"--out {d.out} holds a distillation of other arguments ({', '.join(changed)} differ); "
                          "give the same ones to continue it, or choose another folder")
+    if saved.get("inputs") != ours["inputs"]:
+        before = saved.get("inputs") if isinstance(saved.get("inputs"), dict) else {}
+        changed = sorted(path for path in {*before, *ours["inputs"]}
+                         if before.get(path) != ours["inputs"].get(path))
+        raise UsageError(f"--out {d.out} holds a distillation of these files as they were; "
+                         f"{', '.join(changed)} changed since (size or modification time): put them back as they "
+                         "were to continue it, or choose another folder")
 
 
 def prepare(d: Distillation) -> Distillation:

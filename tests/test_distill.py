@@ -193,6 +193,33 @@ def test_a_full_disk_during_the_teachers_pass_is_one_line_and_a_rerun_resumes(fi
     assert lines(output) == translated_alone(files / "teacher", sources)
 
 
+def test_ctrl_c_in_the_teachers_pass_is_one_line_and_a_rerun_translates_only_the_rest(files, tmp_path, monkeypatch,
+                                                                                     capsys):
+    sources = lines(files / "train.en")
+    stop_after_teacher(monkeypatch)
+    Counted(monkeypatch)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    original = translate_module._translate_chunk
+    chunks = []
+
+    def ctrl_c_at_the_third_chunk(*args, **kwargs):
+        chunks.append(1)
+        return interrupted() if len(chunks) == 3 else original(*args, **kwargs)
+
+    monkeypatch.setattr(translate_module, "_translate_chunk", ctrl_c_at_the_third_chunk)
+    code, _, err = run_main(main, command(files, tmp_path / "out"), capsys)
+    assert code == 130 and err.splitlines()[-1] == f"{ERROR}interrupted", err
+    assert "Traceback" not in err and err.count(ERROR) == 1, err
+    again = Counted(monkeypatch)
+    with pytest.raises(Stop):
+        main(command(files, tmp_path / "out"))
+    assert again.lines == sources[2 * CHUNK:]
+    assert lines(tmp_path / "out" / "teacher" / "train.de") == translated_alone(files / "teacher", sources)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Bad input: one line, nothing written
 
@@ -209,6 +236,7 @@ def test_a_teacher_that_is_not_a_translation_model_is_refused(files, tmp_path, c
     from vanilla_transformer import VanillaTransformerForCausalLM
 
     VanillaTransformerForCausalLM(tiny_config()).save_pretrained(tmp_path / "lm")
+    capsys.readouterr()  # save_pretrained's progress bar is not the command's output
     code, out, err = run_main(main, command(files, tmp_path / "out", teacher=tmp_path / "lm"), capsys)
     assert code == 1 and err.count("\n") == 1 and err.startswith(ERROR), err
     assert "decoder-only language model" in err and "translation model" in err, err
@@ -225,6 +253,40 @@ def test_a_teacher_of_other_languages_is_refused(files, tmp_path, capsys):
     code, out, err = run_main(main, [*command(files, tmp_path / "out")[:-len(STUDENT) - 1], "--source-lang", "fr"],
                               capsys)
     assert_usage_error(code, err, ["translates en -> de", "source language is fr"])
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_damaged_ctranslate2_teacher_is_refused_before_anything_is_written(files, tmp_path, capsys):
+    import shutil
+
+    from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
+
+    whole = to_ctranslate2(str(files / "teacher"), tmp_path / "teacher-ct2", "float32")
+    for name in ("shared_vocabulary.json", "tokenizer.json", "tokenizer_config.json"):
+        teacher = tmp_path / f"without-{name}"
+        shutil.copytree(whole, teacher)
+        os.remove(teacher / name)
+        code, _, err = run_main(main, command(files, tmp_path / "out", teacher=teacher), capsys)
+        assert code == 1 and err.count("\n") == 1 and err.startswith(ERROR) and str(teacher) in err, (name, err)
+        assert not (tmp_path / "out").exists(), name
+
+
+@pytest.mark.parametrize("case", ["empty train source", "blank train source", "validation", "test"])
+def test_a_corpus_the_recipe_would_refuse_is_refused_before_the_teachers_pass(files, tmp_path, monkeypatch, capsys,
+                                                                               case):
+    Counted(monkeypatch)
+    argv = command(files, tmp_path / "out")
+    if case.endswith("train source"):
+        (tmp_path / "train.en").write_text("" if case.startswith("empty") else "\n \r\n\t\n", encoding="utf-8")
+        argv[argv.index("--train-source") + 1] = str(tmp_path / "train.en")
+        words = ["train source file", "is empty"]
+    else:
+        (tmp_path / "short.de").write_text("".join(line + "\n" for line in lines(files / "val.de")[:-1]), encoding="utf-8")
+        argv[argv.index(f"--{case}-target") + 1] = str(tmp_path / "short.de")
+        words = [f"The {case} files do not pair up"]
+    code, _, err = run_main(main, argv, capsys)
+    assert code == 1 and err.count("\n") == 1 and err.startswith(ERROR), err
+    assert all(word in err for word in words), err
     assert not (tmp_path / "out").exists()
 
 
@@ -266,6 +328,30 @@ def test_a_folder_of_another_distillation_is_refused(files, tmp_path, monkeypatc
     capsys.readouterr()
     code, _, err = run_main(main, command(files, tmp_path / "out", threads="1,2"), capsys)
     assert_usage_error(code, err, ["holds a distillation of other arguments", "threads"])
+
+
+@pytest.mark.parametrize("changed", ["teacher's weights", "training source"])
+def test_a_folder_whose_inputs_changed_since_is_refused(files, tmp_path, monkeypatch, capsys, changed):
+    import shutil
+
+    shutil.copytree(files, tmp_path / "files")
+    ours = tmp_path / "files"
+    stop_after_teacher(monkeypatch)
+    with pytest.raises(Stop):
+        main(command(ours, tmp_path / "out"))
+    capsys.readouterr()
+    path = ours / "teacher" / "model.safetensors" if changed.startswith("teacher") else ours / "train.en"
+    if changed.startswith("teacher"):  # the teacher trained further in its folder: other weights, same size
+        from safetensors.torch import save_file
+
+        weights = load_file(path)
+        save_file({name: tensor + 1 for name, tensor in weights.items()}, str(path), metadata={"format": "pt"})
+    else:  # the corpus edited: one sentence replaced
+        path.write_text(path.read_text(encoding="utf-8").replace("\n", "\nnine\n", 1), encoding="utf-8")
+    before = {name: (tmp_path / "out" / name).stat().st_mtime_ns for name in ("distill.json", "teacher/train.de")}
+    code, _, err = run_main(main, command(ours, tmp_path / "out"), capsys)
+    assert_usage_error(code, err, ["changed since", str(path)])
+    assert {name: (tmp_path / "out" / name).stat().st_mtime_ns for name in before} == before
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -457,6 +543,37 @@ def test_a_chain_killed_while_the_student_trains_resumes_it(files, tmp_path, cap
     state = json.loads((out / "student" / "trainer_state.json").read_text())
     assert state["global_step"] == 40 and math.isfinite(state["log_history"][-1].get("train_loss", 0.0))
     assert (out / "report.json").is_file()
+
+
+@pytest.mark.slow  # the student trains until it is interrupted, then to its end
+def test_ctrl_c_while_the_student_trains_is_one_line_and_a_rerun_resumes(files, tmp_path, capsys):
+    out = tmp_path / "distilled"
+    argv = command(files, out)
+    argv[argv.index("--max_steps") + 1] = "40"  # time to interrupt it between its checkpoints
+    # SIGINT to the process group, as Ctrl-C in a terminal sends it
+    process = subprocess.Popen([sys.executable, "-m", "training.distill", *argv[1:]], cwd=REPO_ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    try:
+        deadline = time.monotonic() + 300
+        while (not list((out / "student").glob("checkpoint-*/trainer_state.json")) and process.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(0.1)
+        interrupted = process.poll() is None
+        if interrupted:
+            os.killpg(process.pid, signal.SIGINT)
+        err = process.communicate(timeout=120)[1]
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert interrupted, "the chain ended before it was interrupted"
+    assert process.returncode == 130 and err.splitlines()[-1] == f"{ERROR}interrupted", err[-2000:]
+    assert "Traceback" not in err and err.count(ERROR) == 1, err[-2000:]
+    code, text, err = run_main(main, argv, capsys)
+    assert code == 0, err[-2000:]
+    assert "Student: resuming" in text
+    assert json.loads((out / "student" / "trainer_state.json").read_text())["global_step"] == 40
 
 
 @pytest.mark.slow  # uses the chain's student

@@ -95,6 +95,9 @@ def main(argv: list[str] | None = None) -> None:
         args.command_run(args)
     except UsageError as error:
         command_parser.error(str(error))  # exit 2
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's status for SIGINT (128 + 2), not a traceback
+        print(f"{command_parser.prog}: error: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
     except Exception as error:
         if not _reported(error):
             raise

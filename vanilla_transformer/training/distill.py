@@ -20,8 +20,8 @@ al. 2021), trains on (source, teacher's translation) instead of the original pai
    float32 (`report/`: the exports this needs and every translation, as text files): sacreBLEU and chrF on the
    validation and test files, sentences per second with 1 thread and with all threads, size on disk, parameters.
 
-`distill.json` records the arguments; a run with other arguments in the same folder is refused, so a re-run never
-mixes two distillations. What each stage left is its own record of being done (the translations file appears only
+`distill.json` records the arguments and the size and modification time of every input file; a run with other
+arguments, or with inputs changed since, in the same folder is refused, so a re-run never mixes two distillations. What each stage left is its own record of being done (the translations file appears only
 when whole, the recipe's finished run, an export folder renamed into place, report.json), and nothing finished is
 done again.
 """
@@ -38,12 +38,13 @@ from vanilla_transformer.checkpoints.kinds import check_folder_kind
 from vanilla_transformer.checkpoints.load import load_checkpoint
 from vanilla_transformer.checkpoints.validate import check_checkpoint
 from vanilla_transformer.cli.options import UsageError
-from vanilla_transformer.files import OutputError, check_output_folder, read_text_lines, staged_file
+from vanilla_transformer.files import OutputError, check_output_folder, read_text_lines, staged_file, text_lines
 from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator
 from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
 from vanilla_transformer.training import train as recipe
 from vanilla_transformer.training.arguments import parse_arguments
-from vanilla_transformer.training.data_sources import language_from_extension
+from vanilla_transformer.training.data_sources import language_from_extension, read_parallel_files
+from vanilla_transformer.training.messages import DataError
 from vanilla_transformer.training.metrics import translation_scores
 from vanilla_transformer.training.table3 import option_name, option_value, read_json
 from vanilla_transformer.translate import TRANSLATION_KINDS, translate
@@ -116,7 +117,22 @@ class Distillation:
         values["recipe_options"] = list(self.recipe_options)
         values["threads"] = list(self.threads) if self.threads else None
         del values["out"]
-        return {"format": RECORD_FORMAT, "arguments": values}
+        return {"format": RECORD_FORMAT, "arguments": values, "inputs": self.input_files()}
+
+    def input_files(self) -> dict:
+        """{absolute path: [size, modification time in ns]} of every file the chain reads: the training, validation
+        and test files and the files of the teacher's folder (not its hidden ones). A folder whose inputs changed
+        since (a teacher trained further in its folder, a corpus edited) is refused as other arguments are, so that
+        no stage reuses the work of another input."""
+        paths = [self.train_source, *(self.validation or ()), *(self.test or ())]
+        if os.path.isdir(self.teacher):
+            paths += [entry.path for entry in os.scandir(self.teacher)
+                      if not entry.name.startswith(".") and entry.is_file()]
+        files = {}
+        for path in paths:
+            status = os.stat(path)
+            files[os.path.realpath(path)] = [status.st_size, status.st_mtime_ns]
+        return dict(sorted(files.items()))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -190,15 +206,29 @@ def settle_languages(d: Distillation) -> Distillation:
 
 
 def check_teacher(d: Distillation) -> str:
-    """The teacher's kind: a translation model folder (checked whole) or a CTranslate2 folder; `CheckpointError`
-    (one line) for anything else."""
+    """The teacher's kind: a translation model folder (checked whole) or a CTranslate2 folder (loaded on the CPU as
+    the teacher's pass loads it: its weights, vocabulary, tokenizer and their fingerprint, in the compute type
+    asked for); `CheckpointError` (one line) for anything else."""
     kind = d.teacher_kind
     if kind != "ctranslate2":
         if d.teacher_compute_type != "default":
             raise UsageError(f"--teacher-compute-type applies to a teacher exported to CTranslate2; {d.teacher} holds "
                              "a PyTorch model")
         check_checkpoint(d.teacher, need_tokenizer=True)
+    else:
+        load_checkpoint(d.teacher, kinds=("ctranslate2",), engine="ctranslate2", device="cpu",
+                        compute_type=d.teacher_compute_type)
     return kind
+
+
+def check_corpus(d: Distillation) -> None:
+    """The files the chain reads, as the recipe will read them, before hours of translation: the training source
+    holds a sentence (read up to its first one) and each evaluation pair pairs up line for line (`DataError`)."""
+    if not any(line.strip() for line in text_lines(d.train_source, "train source file")):
+        raise DataError(f"The train source file {d.train_source} is empty.")
+    for split, pair in (("validation", d.validation), ("test", d.test)):
+        if pair:
+            read_parallel_files(pair[0], pair[1], split)
 
 
 def check_out(d: Distillation) -> None:
@@ -219,19 +249,28 @@ def check_out(d: Distillation) -> None:
         raise UsageError(f"--out {record} cannot be read ({error}); choose another folder") from None
     if not isinstance(saved, dict) or saved.get("format") != RECORD_FORMAT:
         raise UsageError(f"--out {record} is not a record of vanilla-transformer distill; choose another folder")
-    if saved != d.record():
-        changed = sorted(name for name, value in d.record()["arguments"].items()
-                         if saved.get("arguments", {}).get(name) != value)
+    ours = d.record()
+    if saved.get("arguments") != ours["arguments"]:
+        before = saved.get("arguments") if isinstance(saved.get("arguments"), dict) else {}
+        changed = sorted(name for name, value in ours["arguments"].items() if before.get(name) != value)
         raise UsageError(f"--out {d.out} holds a distillation of other arguments ({', '.join(changed)} differ); "
                          "give the same ones to continue it, or choose another folder")
+    if saved.get("inputs") != ours["inputs"]:
+        before = saved.get("inputs") if isinstance(saved.get("inputs"), dict) else {}
+        changed = sorted(path for path in {*before, *ours["inputs"]}
+                         if before.get(path) != ours["inputs"].get(path))
+        raise UsageError(f"--out {d.out} holds a distillation of these files as they were; "
+                         f"{', '.join(changed)} changed since (size or modification time): put them back as they "
+                         "were to continue it, or choose another folder")
 
 
 def prepare(d: Distillation) -> Distillation:
-    """Every check before anything is written: the recipe options, the teacher, the languages, --out, and the
+    """Every check before anything is written: the recipe options, the teacher, the corpus, the languages, --out, and the
     recipe's own parse of the student's options (its usage errors, before hours of translation). Returns the
     distillation with its languages and BLEU tokenization settled."""
     check_recipe_options(d.recipe_options)
     check_teacher(d)
+    check_corpus(d)
     d = settle_languages(d)
     data_args, _, _, _ = parse_arguments(student_options(d))
     d = replace(d, bleu_tokenize=data_args.bleu_tokenize)

@@ -8,11 +8,13 @@ RLIMIT_FSIZE in the forked copy (writes past the limit fail with EFBIG). The ora
 same training (weights read from the safetensors files), `wc -l`, the bytes of the files that were there before.
 """
 
+import errno
 import gc
 import hashlib
 import json
 import os
 import pathlib
+import random
 import resource
 import shutil
 import signal
@@ -639,6 +641,30 @@ def tmpfs(tmp_path):
     yield mount
     if mounted:
         subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_tokenizer_saved_to_a_full_disk_is_one_line_naming_the_folder(tmpfs, seed):
+    """`tokenizers` raises a plain Exception with Rust's words ("No space left on device (os error 28)") where
+    Python raises OSError: a checkpoint whose weights fit but whose tokenizer does not must still be one line."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from vanilla_transformer.files import OutputError, writing_errors
+
+    rng = random.Random(seed)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 12)))
+             for _ in range(3000)]
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.train_from_iterator([" ".join(words[i:i + 20]) for i in range(0, len(words), 20)],
+                                  trainers.BpeTrainer(vocab_size=2000, special_tokens=["<unk>"], show_progress=False))
+    folder = tmpfs("size=8k")
+    with pytest.raises(Exception) as raw:  # the library's own error, as it reaches us
+        tokenizer.save(str(folder / "tokenizer.json"))
+    assert not isinstance(raw.value, OSError) and "os error" in str(raw.value)
+    with pytest.raises(OutputError) as raised, writing_errors(folder):
+        tokenizer.save(str(folder / "tokenizer.json"))
+    assert str(raised.value) == f"Cannot write to {folder}: {os.strerror(errno.ENOSPC)}."
 
 
 @pytest.mark.slow  # training runs

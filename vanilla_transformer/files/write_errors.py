@@ -1,9 +1,11 @@
 """Errors while writing: a full disk, a read-only or unwritable folder, a path too long become one line naming the
-user's path (`Cannot write to PATH: REASON.`), whatever library raised them (Python, torch.save, safetensors)."""
+user's path (`Cannot write to PATH: REASON.`), whatever library raised them (Python, torch.save, safetensors,
+tokenizers)."""
 
 import contextlib
 import errno
 import os
+import re
 
 from vanilla_transformer.files.errors import OutputError, TextFileError, one_line
 
@@ -18,6 +20,8 @@ WRITE_ERROR_TEXTS = ("PytorchStreamWriter failed", "basic_ios::clear", "iostream
                      "File too large", "StorageFull", "FileTooLarge", "ReadOnlyFilesystem", "PermissionDenied",
                      "Read-only file system", "Permission denied", "Disk quota exceeded", "File name too long",
                      "InvalidFilename")
+# A Rust io::Error as `tokenizers` raises it (a plain Exception): "No space left on device (os error 28)".
+RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 
 def write_error_message(error: BaseException, path) -> str | None:
@@ -27,6 +31,9 @@ def write_error_message(error: BaseException, path) -> str | None:
     if isinstance(error, OSError) and error.errno in WRITE_ERRNOS:
         reason = error.strerror or os.strerror(error.errno)
         return f"Cannot write to {os.fspath(path)}: {reason}."
+    rust = RUST_OS_ERROR.search(one_line(error))
+    if rust and int(rust.group(1)) in WRITE_ERRNOS:
+        return f"Cannot write to {os.fspath(path)}: {os.strerror(int(rust.group(1)))}."
     if isinstance(error, (OSError, RuntimeError)) or type(error).__name__ == "SafetensorError":
         text = one_line(error)
         for marker in WRITE_ERROR_TEXTS:
@@ -39,8 +46,8 @@ def write_error_message(error: BaseException, path) -> str | None:
 @contextlib.contextmanager
 def writing_errors(path):
     """Turn an error that means `path` cannot be written (OSError ENOSPC, EDQUOT, EFBIG, EROFS, EACCES, EPERM,
-    ENOTDIR, ENAMETOOLONG; torch's and safetensors' words for them) into an `OutputError` naming `path`, in one
-    line."""
+    ENOTDIR, ENAMETOOLONG; torch's, safetensors' and tokenizers' words for them) into an `OutputError` naming `path`,
+    in one line."""
     try:
         yield
     except Exception as error:  # re-raised unless it means the path cannot be written

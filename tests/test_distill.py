@@ -658,7 +658,8 @@ def test_with_original_the_student_trains_on_the_teachers_and_the_original_pairs
                        (str(files / "train.en"), str(files / "train.de"), None, count)]
     assert json.loads((out / "distill.json").read_text())["arguments"]["with_original"] == str(files / "train.de")
     # without it, the record is as it always was: an older distillation's folder is continued, not refused
-    plain = distill.Distillation(teacher="t", out="o", train_source="s").record()["arguments"]
+    plain = distill.Distillation(teacher=argv[argv.index("--teacher") + 1], out=str(tmp_path / "other"),
+                                 train_source=str(files / "train.en")).record()["arguments"]
     assert "with_original" not in plain
     code, _, err = run_main(main, [*argv[:argv.index("--with-original")], "--with-original", "-",
                                    *argv[argv.index("--with-original") + 2:]], capsys)

@@ -120,11 +120,12 @@ class Distillation:
         return {"format": RECORD_FORMAT, "arguments": values, "inputs": self.input_files()}
 
     def input_files(self) -> dict:
-        """{absolute path: [size, modification time in ns]} of every file the chain reads: the training, validation
-        and test files and the files of the teacher's folder (not its hidden ones). A folder whose inputs changed
+        """{absolute path: [size, modification time in ns]} of every file the chain reads: the training (and
+        `with_original`), validation and test files and the files of the teacher's folder (not its hidden ones). A folder whose inputs changed
         since (a teacher trained further in its folder, a corpus edited) is refused as other arguments are, so that
         no stage reuses the work of another input."""
-        paths = [self.train_source, *(self.validation or ()), *(self.test or ())]
+        paths = [self.train_source, *([self.with_original] if self.with_original else []), *(self.validation or ()),
+                 *(self.test or ())]
         if os.path.isdir(self.teacher):
             paths += [entry.path for entry in os.scandir(self.teacher)
                       if not entry.name.startswith(".") and entry.is_file()]

@@ -31,7 +31,8 @@ WEIGHT_FILES = ("model.safetensors", "model-*-of-*.safetensors", "model.safetens
                 "pytorch_model.bin.index.json")
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` of this machine runs (this process counts)."""
     if pid == os.getpid():
         return True
     try:
@@ -60,7 +61,7 @@ def clean_stale_staging(parent, name: str | None = None) -> list[str]:
         return done
     for entry in sorted(entries):
         match = HELD_BY.match(entry)
-        if not match or (name is not None and match["name"] != name) or _pid_alive(int(match["pid"])):
+        if not match or (name is not None and match["name"] != name) or pid_alive(int(match["pid"])):
             continue
         path = os.path.join(parent, entry)
         target = os.path.join(parent, match["name"])
@@ -283,5 +284,5 @@ def fsync_folder(folder) -> None:
 
 
 __all__ = ["WEIGHT_FILES", "apply_umask", "clean_stale_staging", "commit_files", "current_umask", "fsync_folder",
-           "fsync_tree", "has_model", "install_folder", "is_weight_file", "staged_file", "staged_folder",
-           "staging_name"]
+           "fsync_tree", "has_model", "install_folder", "is_weight_file", "pid_alive", "staged_file",
+           "staged_folder", "staging_name"]

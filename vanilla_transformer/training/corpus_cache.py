@@ -55,6 +55,7 @@ from vanilla_transformer.files import (
     text_lines,
     writing_errors,
 )
+from vanilla_transformer.files.staging import pid_alive
 from vanilla_transformer.training.messages import DataError
 
 CACHE_FOLDER = "vanilla-transformer-corpora"
@@ -118,18 +119,6 @@ def check_cache_dir(cache_dir: str, option: str = "--data-cache-dir") -> None:
         raise OutputError(f"{option} {cache_dir}: {str(error).replace('for the output', 'for the cache')}") from None
 
 
-def _process_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    return True
-
-
 def remove_stale_staging(cache_dir: str, log=print) -> None:
     """Remove the staging folders that killed runs on this machine left in `cache_dir`: named by
     `staging_folder_name`, holding our marker (or nothing), of a process that no longer runs. Anything else stays."""
@@ -139,7 +128,7 @@ def remove_stale_staging(cache_dir: str, log=print) -> None:
         return
     for entry in entries:
         match = STAGING_PATTERN.match(entry)
-        if not match or match["host"] != _host() or _process_alive(int(match["pid"])):
+        if not match or match["host"] != _host() or pid_alive(int(match["pid"])):
             continue
         path = os.path.join(cache_dir, entry)
         if os.path.islink(path) or not os.path.isdir(path):

@@ -42,11 +42,14 @@ ONE_WORKER_FIXTURES = {
     ("test_explore", "live_app"): "explore-browser",
     ("test_explore", "browser"): "explore-browser",
     ("test_export_marian", "exports"): "marian-exports",
+    ("test_export", "demo_checkpoint"): "export-demo-checkpoint",
+    ("test_training_watch", "run_dir"): "training-watch-run",
     **{("test_other_configurations_training", name): "other-configurations-trained"
        for name in ("trained_lm", "trained_classifier", "trained_masked_lm")},
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups (the marks added here)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.module.__name__ if item.module else ""

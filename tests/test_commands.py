@@ -319,6 +319,9 @@ def test_a_missing_optional_extra_fails_only_the_command_that_needs_it(folders, 
     """Without matplotlib and CTranslate2, translate works; export and plot say what to install, in one line."""
     script = textwrap.dedent(
         """
+        import contextlib
+        import io
+        import json
         import sys
 
 
@@ -332,19 +335,30 @@ def test_a_missing_optional_extra_fails_only_the_command_that_needs_it(folders, 
         sys.meta_path.insert(0, _Refuse())
         from vanilla_transformer.cli.main import main
 
-        main(sys.argv[1:])
+        results = []
+        for argv in json.loads(sys.argv[1]):  # the commands one after the other, as the shell would run them
+            out, err, code = io.StringIO(), io.StringIO(), 0
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    main(argv)
+                except SystemExit as exit:
+                    code = exit.code if isinstance(exit.code, int) else 1
+            results.append({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
+        print(json.dumps(results))
         """
     )
-
-    def run(*argv):
-        return subprocess.run([sys.executable, "-c", script, *argv], cwd=REPO_ROOT, capture_output=True, text=True,
-                              timeout=300, stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
-
-    translated = run("translate", "--model", folders["seq2seq"], "--device", "cpu", "--num-beams", "1", "seven")
-    assert translated.returncode == 0 and translated.stdout.strip(), translated.stderr[-2000:]
-    for argv, extra in ((["export", "ctranslate2", folders["seq2seq"], str(tmp_path / "ct2")], "[fast]"),
-                        (["plot", "positions", "--out", str(tmp_path / "p.png")], "[plot]")):
-        result = run(*argv)
-        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
-        assert result.stderr.strip().count("\n") == 0 and f'pip install "vanilla-transformer{extra}"' in result.stderr
+    commands = [(["export", "ctranslate2", folders["seq2seq"], str(tmp_path / "ct2")], "[fast]"),
+                (["plot", "positions", "--out", str(tmp_path / "p.png")], "[plot]"),
+                (["translate", "--model", folders["seq2seq"], "--device", "cpu", "--num-beams", "1", "seven"], None)]
+    # one interpreter for the three (each would spend seconds importing torch)
+    ran = subprocess.run([sys.executable, "-c", script, json.dumps([argv for argv, _ in commands])], cwd=REPO_ROOT,
+                         capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+                         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    *refused, translated = json.loads(ran.stdout)
+    assert translated["code"] == 0 and translated["stdout"].strip(), translated["stderr"][-2000:]
+    for (_, extra), result in zip(commands, refused):
+        assert result["code"] == 1 and "Traceback" not in result["stderr"], result["stderr"][-2000:]
+        assert result["stderr"].strip().count("\n") == 0 and f'pip install "vanilla-transformer{extra}"' in result[
+            "stderr"]
     assert not (tmp_path / "ct2").exists() and not (tmp_path / "p.png").exists()

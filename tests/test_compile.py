@@ -45,20 +45,27 @@ def test_compiled_forward_and_gradients_match_eager():
 
 
 def test_compiled_cached_decoding_step_matches_eager():
+    """One compiled graph with a symbolic cache length decodes every step after an eager prefix of 2 tokens (dynamo
+    specialises lengths 0 and 1, which would each compile a graph of their own)."""
     model = tiny_model(2)
     input_ids, attention_mask = random_batch(2)
-    decoder_input_ids = torch.randint(3, 53, (3, 6), generator=torch.Generator().manual_seed(2))
+    decoder_input_ids = torch.randint(3, 53, (3, 7), generator=torch.Generator().manual_seed(2))
     compiled = torch.compile(model, fullgraph=True, dynamic=True)
+    graphs_before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     with torch.no_grad():
         full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
         encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
-        past, steps = None, []
-        for position in range(decoder_input_ids.shape[1]):
+        prefix = model(encoder_outputs=encoder_outputs, attention_mask=attention_mask,
+                       decoder_input_ids=decoder_input_ids[:, :2], use_cache=True)
+        past, steps = prefix.past_key_values, [prefix.logits]
+        for position in range(2, decoder_input_ids.shape[1]):
             out = compiled(encoder_outputs=encoder_outputs, attention_mask=attention_mask, past_key_values=past,
                            decoder_input_ids=decoder_input_ids[:, position:position + 1], use_cache=True)
             past = out.past_key_values
             steps.append(out.logits)
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=ATOL, rtol=0)
+    # every step ran the one compiled graph
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs_before == 1
 
 
 @pytest.mark.parametrize("num_beams", [1, 4])

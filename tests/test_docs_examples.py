@@ -36,6 +36,7 @@ How it works (see docs/tests.md):
 """
 
 import dataclasses
+import json
 import os
 import pathlib
 import re
@@ -43,6 +44,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -164,11 +166,11 @@ SITECUSTOMIZE = textwrap.dedent(
     import os
     import warnings
 
-    _FILE = os.environ["VT_EXAMPLE_WARNINGS"]
 
 
     def _record(text):
-        with open(_FILE, "a", encoding="utf-8") as file:
+        # the file named now: a process forked by the examples' fork server (example_zygote.py) records to its own
+        with open(os.environ["VT_EXAMPLE_WARNINGS"], "a", encoding="utf-8") as file:
             file.write(" ".join(str(text).split()) + "\\n")
 
 
@@ -263,29 +265,11 @@ def workspace(tmp_path_factory) -> pathlib.Path:
 WORKSPACE_PROBLEMS: list[str] = []  # MADE_BY_COMMANDS that failed, named in the message of a block that fails
 
 
-@pytest.fixture(scope="module")
-def tools(tmp_path_factory) -> pathlib.Path:
-    """`python` and `vanilla-transformer` for the shell blocks, and the warning recorder."""
-    folder = tmp_path_factory.mktemp("tools")
-    (folder / "bin").mkdir()
-    for name, command in (("python", f'exec "{sys.executable}" "$@"'),
-                          ("python3", f'exec "{sys.executable}" "$@"'),
-                          ("vanilla-transformer", f'exec "{sys.executable}" -m vanilla_transformer "$@"')):
-        script = folder / "bin" / name
-        script.write_text(f"#!/bin/sh\n{command}\n")
-        script.chmod(0o755)
-    (folder / "site").mkdir()
-    (folder / "site" / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    return folder
+ZYGOTE = pathlib.Path(__file__).with_name("example_zygote.py")
 
 
-def run_block(block: Block, workspace: pathlib.Path, tools: pathlib.Path, tmp_path: pathlib.Path):
-    """Run one block in a fresh copy of the workspace; returns (completed process, code run, warnings it printed)."""
-    cwd = tmp_path / "work"
-    left_out = {workspace / path for path in MADE_BY_THE_DOCS} if block.marker == "fresh" else set()
-    shutil.copytree(workspace, cwd, symlinks=True,
-                    ignore=lambda folder, names: [name for name in names if pathlib.Path(folder, name) in left_out])
-    warnings_file = tmp_path / "warnings.txt"
+def example_env(tools: pathlib.Path, warnings_file: pathlib.Path) -> dict:
+    """The environment every example (and the fork server its Python processes come from) runs in."""
     env = {
         **os.environ,
         "PATH": f"{tools / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -295,11 +279,71 @@ def run_block(block: Block, workspace: pathlib.Path, tools: pathlib.Path, tmp_pa
         "MPLBACKEND": "Agg",
     }
     env.pop("PYTHONWARNINGS", None)  # the user's default filters, not pytest's
+    env.pop("PYTEST_CURRENT_TEST", None)  # pytest's, changing from test to test
+    return env
+
+
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory) -> pathlib.Path:
+    """`python` and `vanilla-transformer` for the shell blocks, and the warning recorder. `python` is a client of a
+    fork server (example_zygote.py: a process that imported torch and transformers once forks each example's Python
+    process, which a new interpreter would spend seconds importing), or the interpreter itself where the server
+    cannot start (its imports printed a warning) or VT_EXAMPLES_FRESH_INTERPRETERS=1 is set."""
+    import tempfile
+
+    folder = tmp_path_factory.mktemp("tools")
+    (folder / "bin").mkdir()
+    (folder / "site").mkdir()
+    (folder / "site" / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    python = f'"{sys.executable}"'
+    server = None
+    if os.environ.get("VT_EXAMPLES_FRESH_INTERPRETERS") != "1":
+        socket_folder = pathlib.Path(tempfile.mkdtemp(prefix="vt-zygote-"))  # short: a socket's path has 107 bytes
+        socket_path, ready = socket_folder / "socket", socket_folder / "ready.json"
+        server = subprocess.Popen(
+            [sys.executable, str(ZYGOTE), "serve", str(socket_path), str(ready)], cwd=socket_folder,
+            env=example_env(folder, socket_folder / "import-warnings.txt"), stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=(socket_folder / "server.log").open("w"))
+        while not ready.exists() and server.poll() is None:
+            time.sleep(0.05)
+        problems = json.loads(ready.read_text())["problems"] if ready.exists() else ["the fork server exited"]
+        if problems:
+            ZYGOTE_PROBLEMS[:] = problems
+            server.stdin.close()
+            server.wait()
+            server = None
+        else:
+            python = f'"{sys.executable}" -S -E "{ZYGOTE}" run "{socket_path}"'
+    for name, command in (("python", f'exec {python} "$@"'),
+                          ("python3", f'exec {python} "$@"'),
+                          ("vanilla-transformer", f'exec {python} -m vanilla_transformer "$@"')):
+        script = folder / "bin" / name
+        script.write_text(f"#!/bin/sh\n{command}\n")
+        script.chmod(0o755)
+    yield folder
+    if server is not None:
+        server.stdin.close()  # the server stops (and stops what it forked) when its stdin closes
+        server.wait(timeout=60)
+        shutil.rmtree(socket_folder, ignore_errors=True)
+
+
+ZYGOTE_PROBLEMS: list[str] = []  # why the fork server did not start, if it did not
+
+
+def run_block(block: Block, workspace: pathlib.Path, tools: pathlib.Path, tmp_path: pathlib.Path):
+    """Run one block in a fresh copy of the workspace; returns (completed process, code run, warnings it printed)."""
+    cwd = tmp_path / "work"
+    left_out = {workspace / path for path in MADE_BY_THE_DOCS} if block.marker == "fresh" else set()
+    shutil.copytree(workspace, cwd, symlinks=True,
+                    ignore=lambda folder, names: [name for name in names if pathlib.Path(folder, name) in left_out])
+    warnings_file = tmp_path / "warnings.txt"
+    env = example_env(tools, warnings_file)
     kind = RUN_LANGUAGES[block.language]
     code = substitute(console_commands(block.code) if kind == "console" else block.code)
     script = tmp_path / ("example.py" if kind == "python" else "example.sh")
     script.write_text(code, encoding="utf-8")
-    command = [sys.executable, str(script)] if kind == "python" else ["bash", "-e", "-o", "pipefail", str(script)]
+    command = [str(tools / "bin" / "python"), str(script)] if kind == "python" else [
+        "bash", "-e", "-o", "pipefail", str(script)]
     result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     printed = warnings_file.read_text(encoding="utf-8").splitlines() if warnings_file.exists() else []
     printed = [line for line in printed if not any(re.search(pattern, line) for pattern, _ in IGNORED_WARNINGS)]

@@ -217,6 +217,7 @@ def count_events(function, watch, tmp_path) -> list[str]:
     return events
 
 
+@pytest.mark.slow  # an export killed at each of its 14 file events, in a forked process each time
 def test_kill_at_every_point_of_an_export_leaves_the_old_export_or_the_new_one(checkpoint, tmp_path):
     out = tmp_path / "ct2"
     to_ctranslate2(checkpoint, out)  # the old export (float32)

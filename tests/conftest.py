@@ -39,6 +39,7 @@ def pytest_unconfigure(config):
 # once instead of once per worker. Folders every worker may read are made once per run instead (made_once_per_run).
 ONE_WORKER_FIXTURES = {
     ("test_serve", "command"): "serve-command",
+    ("test_serve_npm_client", "url"): "serve-npm-client",
     ("test_explore", "live_app"): "explore-browser",
     ("test_explore", "browser"): "explore-browser",
     ("test_export_marian", "exports"): "marian-exports",

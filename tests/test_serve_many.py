@@ -7,6 +7,7 @@ n-best, and a file translated and downloaded. The tiny models are untrained (the
 deterministic: what matters is that each answer is what the library gives for that text alone.
 """
 
+import http.client
 import json
 import logging
 import random
@@ -241,10 +242,45 @@ def test_a_file_that_cannot_be_translated_gets_one_error(url, files, data, statu
     assert message in response.json()["error"]
 
 
-@pytest.mark.parametrize("name", ["0" * 32 + ".notes.txt", "..%2F..%2Fetc%2Fpasswd", "%2E%2E", "x.txt"])
+def raw_get(url: str, path: str) -> tuple[int, dict, bytes]:
+    """GET `path` sent byte for byte as given (http.client neither normalises nor re-encodes it): (status, headers,
+    body)."""
+    connection = http.client.HTTPConnection(httpx.URL(url).host, httpx.URL(url).port, timeout=60)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, {key.lower(): value for key, value in response.getheaders()}, response.read()
+    finally:
+        connection.close()
+
+
+# URL-encoded and plain dot segments, slashes and backslashes, double encoding, a trailing slash (which the router
+# would otherwise redirect): each one 404 with one JSON error, never a redirect, never a file outside the folder
+TRAVERSALS = ["0" * 32 + ".notes.txt", "x.txt", "%2e%2e%2f", "%2E%2E%2F%2e%2e%2Fetc%2Fpasswd", "..%2f",
+              "..%2F..%2Fetc%2Fpasswd", "%2f", "%2fetc%2fpasswd", "%2E%2E", "%2e", "..", "../", "../../etc/passwd",
+              "x.txt/", "x.txt%2f", "a/b.txt", "..%5c..%5cx.txt", "%5c", "..\\x.txt", "%252e%252e%252fetc%252fpasswd",
+              "%252e%252e", ""]
+
+
+@pytest.mark.parametrize("name", TRAVERSALS)
 def test_a_download_of_no_translated_file_is_404(url, name):
-    response = httpx.get(f"{url}/download_file/{name}", timeout=60)
-    assert response.status_code == 404 and list(response.json()) == ["error"], response.text
+    status, headers, body = raw_get(url, f"/download_file/{name}")
+    assert status == 404 and "location" not in headers, (status, headers)
+    assert json.loads(body) == {"error": "Not found: no such translated file (they are kept for 30 minutes)"}
+
+
+def test_only_the_exact_name_of_a_translated_file_downloads_it(url):
+    """The name given, with a trailing slash or dot segments around it, encoded or not, is no file's name: 404."""
+    link = httpx.post(f"{url}/translate_file", data={"source": "en", "target": "de"}, timeout=60,
+                      files={"file": ("a.txt", SENTENCES[0].encode())}).json()["translatedFileUrl"]
+    name = link.rsplit("/", 1)[1]
+    status, _, body = raw_get(url, f"/download_file/{name}")
+    assert status == 200 and body.decode() == post(url, q=SENTENCES[0], source="en", target="de").json()[
+        "translatedText"]
+    for path in (f"{name}/", f"{name}%2f", f"x/../{name}", f"x%2f..%2f{name}", f"x%2f%2e%2e%2f{name}", f"./{name}",
+                 f"%2e%2f{name}", f"{name}%2f%2e", f"%252e%252e%252f{name}"):
+        status, headers, body = raw_get(url, f"/download_file/{path}")
+        assert status == 404 and "location" not in headers and list(json.loads(body)) == ["error"], path
 
 
 @pytest.mark.slow  # the command's server in a subprocess
@@ -294,6 +330,9 @@ def test_the_new_routes_need_a_key_and_count_against_the_limit(served_ct2_dir):
         refused = httpx.post(f"{base}/detect", data={"q": SENTENCES[0], "api_key": "k1"})
         assert refused.status_code == 429 and "Retry-After" in refused.headers
         assert httpx.get(link).status_code == 200  # a download is not a request of the limit
+        # nor needs a key: LibreTranslate's download_file has no access check (its name, 128 random bits, is the
+        # key); a key given is not read
+        assert httpx.get(link, params={"api_key": "k2"}).status_code == 200
 
 
 @pytest.mark.slow  # worker processes of the command

@@ -363,7 +363,11 @@ def add_translation_routes(app: FastAPI, translator: Translator, settings: Serve
             return error_response(error.status, error.message, getattr(error, "headers", None))
         return {"translatedFileUrl": str(request.url_for("download_file", name=name))}
 
-    @app.get("/download_file/{name}", name="download_file", summary="A file /translate_file translated")
+    # `name:path`: every path under /download_file/ is this route's, slashes and dot segments (decoded from %2f,
+    # %2e) included, so that none is redirected (the router's trailing-slash redirect) or answered by another
+    # route: each gets this 404 unless it is exactly the name of a file this server wrote. No API key, as
+    # LibreTranslate's download route asks none: the name, 128 random bits, is the key.
+    @app.get("/download_file/{name:path}", name="download_file", summary="A file /translate_file translated")
     async def download_file_route(name: str):
         path = app.state.files.path(name)
         if path is None:

@@ -32,8 +32,10 @@ import sys
 HARMLESS_VARIABLES = {"PWD", "OLDPWD", "SHLVL", "_", "VT_EXAMPLE_WARNINGS", "VT_EXAMPLE_ZYGOTE_DEBUG", "COLUMNS", "LINES",
                       "PS1", "PS2", "PS4"}
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-IMPORTED_ONCE = ("torch", "transformers", "datasets", "accelerate", "tokenizers", "vanilla_transformer",
-                 "vanilla_transformer.cli.main")
+# The libraries, not this package: importing it registers the model with transformers, which an example must do
+# (or not) itself, as in a new interpreter.
+IMPORTED_ONCE = ("torch", "transformers", "transformers.modeling_utils", "transformers.generation",
+                 "transformers.pipelines", "transformers.trainer", "datasets", "accelerate", "tokenizers")
 
 
 def _send(connection: socket.socket, message: dict, fds=()) -> None:
@@ -217,8 +219,8 @@ SET_BY_IMPORTS: dict = {}  # what the imports added to the environment (torch se
 
 
 def serve(socket_path: str, ready_file: str) -> None:
-    """Import the libraries, check that doing so printed nothing and started no thread, then fork a child for each
-    client until stdin closes (the test process ends)."""
+    """Import the libraries, check that doing so printed nothing, started no thread and imported nothing of this
+    package, then fork a child for each client until stdin closes (the test process ends)."""
     import importlib
     import selectors
     import threading
@@ -231,6 +233,8 @@ def serve(socket_path: str, ready_file: str) -> None:
     problems = [line for line in problems if line]
     if threading.active_count() > 1:
         problems.append(f"threads started at import: {threading.enumerate()}")
+    if "vanilla_transformer" in sys.modules:
+        problems.append("the imports imported vanilla_transformer (which registers the model)")
     SET_BY_IMPORTS.update({name: value for name, value in os.environ.items() if STARTED_WITH.get(name) != value})
     if set(STARTED_WITH) - set(os.environ):
         problems.append(f"the imports removed {sorted(set(STARTED_WITH) - set(os.environ))} from the environment")

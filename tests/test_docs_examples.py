@@ -425,3 +425,56 @@ def test_a_warning_or_a_failure_in_an_example_fails_it(workspace, tools, tmp_pat
             ".warning('mtime may not be reliable on this filesystem, falling back to numerical ordering')\n")
     result, _, printed = run_block(Block(REPO_ROOT / "README.md", 1, "python", code, None), workspace, tools, folder)
     assert result.returncode == 0 and not printed and "mtime may not be reliable" in result.stderr
+
+
+PROBE = textwrap.dedent(
+    """
+    import json
+    import os
+    import sys
+
+    import torch  # noqa: F401  (what the examples import; it sets TORCHINDUCTOR_CACHE_DIR)
+    from transformers import CONFIG_MAPPING
+
+    mode = sys.argv[1]
+    if mode == "fail":
+        raise ValueError("a failure in an example")
+    if mode == "exit":
+        sys.exit("a message from sys.exit")
+    print(json.dumps({
+        "argv": sys.argv, "path0": sys.path[0], "name": __name__, "file": __file__, "cwd": os.getcwd(),
+        "package_imported": sorted(name for name in sys.modules if name.startswith("vanilla_transformer")),
+        "registered": "vanilla_transformer" in CONFIG_MAPPING,
+        "environment": {name: value for name, value in os.environ.items() if name != "VT_EXAMPLE_WARNINGS"},
+        "stdin": sys.stdin.read(),
+    }, sort_keys=True))
+    """
+)
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_a_forked_process_starts_as_a_new_interpreter_would(tools, tmp_path):
+    """The oracle for example_zygote.py: a probe script run by the examples' `python` (forked by the fork server, or
+    a new interpreter where it did not start) and by the interpreter itself, in the same environment: the same
+    argv, sys.path[0], __main__, working folder, environment, standard input, exit status and error output, and the
+    package neither imported nor registered (a block that does not import it must not find the model registered)."""
+    if os.environ.get("VT_EXAMPLES_FRESH_INTERPRETERS") == "1" or ZYGOTE_PROBLEMS:
+        pytest.skip(f"the examples run in new interpreters: {ZYGOTE_PROBLEMS or 'VT_EXAMPLES_FRESH_INTERPRETERS=1'}")
+    (tmp_path / "probe.py").write_text(PROBE)
+    env = example_env(tools, tmp_path / "warnings.txt")
+
+    def run(python, mode):  # through a shell, as the examples' `python` starts (the shell sets PWD)
+        return subprocess.run(["/bin/sh", "-c", 'exec "$@"', "sh", python, str(tmp_path / "probe.py"), mode,
+                               "two words"], cwd=tmp_path, env=env, input="on stdin", capture_output=True, text=True,
+                              timeout=120, check=False)
+
+    for mode in ("report", "fail", "exit"):
+        forked, fresh = run(str(tools / "bin" / "python"), mode), run(sys.executable, mode)
+        assert (forked.returncode, forked.stderr) == (fresh.returncode, fresh.stderr), mode
+        if mode == "report":
+            report = json.loads(forked.stdout)
+            assert report == json.loads(fresh.stdout)
+            assert report["package_imported"] == [] and not report["registered"]
+            assert report["argv"][1:] == ["report", "two words"] and report["stdin"] == "on stdin"
+    assert "ValueError: a failure in an example" in run(str(tools / "bin" / "python"), "fail").stderr
+    assert not (tmp_path / "warnings.txt").exists()

@@ -45,9 +45,9 @@ SECTION = "## Serving: `vanilla-transformer serve` under load"
 SERVING = re.compile(r"Serving at http://127\.0\.0\.1:(\d+)")
 
 
-def make_demo_model(folder: Path, steps: int, seed: int = 0) -> Path:
-    """Train the number-words model for `steps` steps, save it (with its card) and export it to CTranslate2;
-    returns the export."""
+def make_demo_model(folder: Path, steps: int, seed: int = 0, source_lang: str = "en", target_lang: str = "de") -> Path:
+    """Train the number-words model (`source_lang` -> `target_lang`) for `steps` steps, save it (with its card) in
+    `folder` and export it to CTranslate2 there; returns the export."""
     import torch
 
     from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
@@ -56,7 +56,7 @@ def make_demo_model(folder: Path, steps: int, seed: int = 0) -> Path:
     from vanilla_transformer.training.numbers import number_translation_splits
     from vanilla_transformer.training.tokenizer import train_tokenizer
 
-    splits = number_translation_splits(train_size=3000, seed=seed, source_lang="en", target_lang="de")
+    splits = number_translation_splits(train_size=3000, seed=seed, source_lang=source_lang, target_lang=target_lang)
     train = splits["train"]
     tokenizer = train_tokenizer(train["source"] + train["target"], vocab_size=160, min_frequency=1,
                                 model_max_length=64)
@@ -79,15 +79,15 @@ def make_demo_model(folder: Path, steps: int, seed: int = 0) -> Path:
         if step % 100 == 0:
             print(f"  step {step}: loss {loss.item():.3f}", file=sys.stderr)
     model.generation_config.max_length = 48
-    save_for_hub(model.eval(), tokenizer, folder / "model", source_lang="en", target_lang="de")
+    save_for_hub(model.eval(), tokenizer, folder / "model", source_lang=source_lang, target_lang=target_lang)
     return to_ctranslate2(folder / "model", folder / "ct2", quantization="float32")
 
 
-def demo_sentences(seed: int = 0) -> list[str]:
-    """The demo task's held-out English sentences (test and validation splits), each once."""
+def demo_sentences(seed: int = 0, source_lang: str = "en") -> list[str]:
+    """The demo task's held-out sentences in `source_lang` (test and validation splits), each once."""
     from vanilla_transformer.training.numbers import number_translation_splits
 
-    splits = number_translation_splits(train_size=3000, seed=seed, source_lang="en", target_lang="de")
+    splits = number_translation_splits(train_size=3000, seed=seed, source_lang=source_lang, target_lang="de")
     return list(dict.fromkeys(splits["test"]["source"] + splits["validation"]["source"]))
 
 
@@ -113,12 +113,13 @@ def set_threads(threads: int) -> None:
 
 
 class Server:
-    """`vanilla-transformer serve MODEL ARGS --port 0` in a subprocess."""
+    """`vanilla-transformer serve MODEL [MODEL ...] ARGS --port 0` in a subprocess."""
 
-    def __init__(self, model: Path, args: list[str]):
+    def __init__(self, model: Path | list[Path], args: list[str]):
         import httpx
 
-        self.process = subprocess.Popen([sys.executable, "-m", "vanilla_transformer", "serve", str(model), *args,
+        models = [str(path) for path in (model if isinstance(model, list) else [model])]
+        self.process = subprocess.Popen([sys.executable, "-m", "vanilla_transformer", "serve", *models, *args,
                                          "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                         env=subprocess_env())
         self.port = None

@@ -107,7 +107,8 @@ def summarize(rounds: list[dict[str, dict]]) -> dict:
                for name in ("a", "b", "ab")}
     for name in ("a", "b", "ab"):
         summary[name]["wrong"] = sum(one[name]["wrong"] for one in rounds)
-        summary[name]["exit_status"] = sorted({one[name]["exit_status"] for one in rounds})
+        summary[name]["exit_status"] = ", ".join(str(code) for code in sorted({one[name]["exit_status"]
+                                                                                for one in rounds}))
     summary["time_ratio"] = [one["ab"]["seconds"] / (one["a"]["seconds"] + one["b"]["seconds"]) for one in rounds]
     summary["memory_shared"] = [one["a"]["rss_loaded"] + one["b"]["rss_loaded"] - one["ab"]["rss_loaded"]
                                 for one in rounds]
@@ -156,6 +157,8 @@ def render(result: dict, command: str) -> str:
         f"- Memory: loaded, the server of both held {ab['rss_loaded']:.0f} MiB against {a['rss_loaded']:.0f} + "
         f"{b['rss_loaded']:.0f} for the two alone; what one process saves (the two alone less the server of both, "
         f"each round): {shared} MiB.",
+        "- Engine busy: seconds in engine calls over the wall time; in the server of both, the two engines' "
+        "together (each engine has a batcher thread of its own, so the two can translate at the same time).",
         f"- Exit status after SIGTERM: A {a['exit_status']}, B {b['exit_status']}, both {ab['exit_status']}.", "",
         "Command:", "", "```bash", command, "```", ""])
 

@@ -106,7 +106,7 @@ def test_each_benchmark_script_prints_its_help(tmp_path):
 
 def test_the_smoke_run_covers_every_script():
     assert {"benchmark_multi30k.py", "recipe_sweep.py", "speed.py", "training_step.py", "cpu_processes.py",
-            "cpu_attention.py", "serve_load.py", "augment.py"} <= set(SCRIPTS)
+            "cpu_attention.py", "serve_load.py", "serve_two_models.py", "augment.py"} <= set(SCRIPTS)
 
 
 def test_recipe_sweep_refuses_a_bad_configs_file_in_one_line(tmp_path):
@@ -164,3 +164,19 @@ def test_cpu_attention_benchmark_refuses_bad_counts_in_one_line(capsys):
         with pytest.raises(SystemExit):
             main([option, value])
         assert f"{option} must be at least 1, got {value}" in capsys.readouterr().err
+
+
+def test_serve_two_models_benchmark_refuses_bad_options_in_one_line(tmp_path, capsys):
+    from benchmarks.serve_two_models import main
+
+    for options, message in (
+            (["--model", str(tmp_path)], "give both --model and --model2, or neither"),
+            (["--target-lang2", "de"], "A and B both translate en into de"),
+            (["--model", str(tmp_path), "--model2", str(tmp_path / "none")], f"--model2 {tmp_path / 'none'} does not"),
+            (["--rounds", "0"], "--rounds: must be at least 1, got 0"),
+            (["--requests", "-3"], "--requests: must be at least 1, got -3")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(options)
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and message in err.splitlines()[-1] and "Traceback" not in err
+    assert not list(tmp_path.iterdir())  # refused before training or writing anything

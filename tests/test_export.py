@@ -155,6 +155,51 @@ def test_trained_checkpoint_exports_to_the_same_translations(demo_checkpoint, tm
     assert translate_hypotheses(engine, tokenizer, texts, 3) == translate_hypotheses(model, tokenizer, texts, 3)
 
 
+def test_beam_search_gives_each_row_what_a_call_at_its_own_bound_gives(demo_checkpoint, tmp_path):
+    """CTranslate2 takes one maximum length per call; the engine decodes a batch of many source-length bounds in one
+    call at the longest and decodes again only the rows that reached their own last step. The oracle: CTranslate2
+    itself, each row alone at its own bound. Tight bounds, so that some rows end by themselves and others at their
+    bound; with a length penalty (CTranslate2 stops a row when it has a beam of finished hypotheses) and without (it
+    stops when the best beam ends)."""
+    folder, sources, _ = demo_checkpoint
+    engine, tokenizer = load_model_and_tokenizer(str(to_ctranslate2(folder, tmp_path / "ct2")), "cpu")
+    rows = tokenizer(sources[:40])["input_ids"]
+    generator = random.Random(0)  # and token salads, which the model may not end by itself
+    rows += [[*(generator.randrange(4, len(tokenizer)) for _ in range(generator.randrange(1, 12))),
+              tokenizer.eos_token_id] for _ in range(8)]
+    translate_batch, calls = engine.translator.translate_batch, []
+
+    class Spy:
+        def translate_batch(self, batch, **options):
+            calls.append(options["max_decoding_length"])
+            return translate_batch(batch, **options)
+
+    engine.translator = Spy()
+    ended = {"by itself": 0, "at its bound": 0}
+    for settings in (dict(length_penalty=0.6), dict(length_penalty=1.0, num_return_sequences=3),
+                     dict(length_penalty=0.0, num_return_sequences=2)):
+        for a, b in ((0.5, 2), (1.0, 1), (1.5, 0), (2, 10)):  # the last: the default, no row reaches it
+            calls.clear()
+            got = engine.translate_ids([list(row) for row in rows], num_beams=4, max_length_a=a, max_length_b=b,
+                                       **settings)
+            count = settings.get("num_return_sequences", 1)
+            limits = [int(a * len(row) + b) - 1 for row in rows]  # the bound less the </s> it counts
+            options = {**engine.translate_options(num_beams=4, length_penalty=settings["length_penalty"]),
+                       "num_hypotheses": count}
+            expected = []
+            for row, limit in zip(rows, limits):
+                result = translate_batch([[engine.source_tokens[i] for i in row]],
+                                         max_input_length=0, **{**options, "max_decoding_length": limit})[0]
+                expected += [[engine.target_ids[token] for token in hypothesis] for hypothesis in result.hypotheses]
+            assert got == expected, (settings, a, b)
+            for ids, limit in zip(got[::count], limits):
+                ended["at its bound" if len(ids) == limit else "by itself"] += 1
+            if settings["length_penalty"]:  # one call, then at most one per shorter bound, for rows that reached it
+                assert calls[0] == max(limits) and len(set(calls)) == len(calls) <= len(set(limits)), calls
+                assert calls == [max(limits)] or (a, b) != (2, 10), calls
+    assert min(ended.values()) > 50, ended  # both kinds of row, many of each
+
+
 def test_only_settings_the_engine_does_not_apply_are_warned_about(demo_checkpoint, tmp_path):
     folder, _, _ = demo_checkpoint
     out = to_ctranslate2(folder, tmp_path / "ct2")

@@ -243,9 +243,8 @@ class CTranslate2Translator:
         `int(max_length_a * n + max_length_b)` tokens, </s> included, for a source of n tokens, the settings taken
         from the keywords, else the folder's generation config, else the model's defaults (None turns the bound off);
         `logits_processor=[SourceLengthBound(bounds, ...)]` bounds the rows too (the </s> that generate forces as its
-        last token is no token of the result here). CTranslate2's one maximum length per call is the longest row's:
-        one call per bound under beam search (a longer allowance may change which hypothesis wins); one call, each
-        row cut to its bound, for greedy search and sampling, which pick each row's tokens alone."""
+        last token is no token of the result here). CTranslate2 has one maximum length per call, so each row is
+        decoded with the longest row's and then held to its own (`_bounded`)."""
         # what generate refuses is refused here too (max_new_tokens=0 would otherwise fall back to max_length)
         check_generation_parameters(self.generation_config, kwargs)
         bound = length_bound_setting({name: kwargs.pop(name) for name in LENGTH_BOUND if name in kwargs},
@@ -259,16 +258,47 @@ class CTranslate2Translator:
         rows = [[self.source_tokens[i] for i in ids] for ids in rows]
         if limits is None:
             return [ids for row in self._translate(rows, options) for ids in row]
-        groups = {}
-        for index, limit in enumerate(limits):
-            groups.setdefault(limit if options.get("beam_size", 1) > 1 else None, []).append(index)
-        outputs = [None] * len(rows)
-        for indices in groups.values():
-            longest = max(limits[i] for i in indices)
-            group_options = {**options, "max_decoding_length": max(1, min(options["max_decoding_length"], longest))}
-            for i, row in zip(indices, self._translate([rows[i] for i in indices], group_options)):
-                outputs[i] = [ids[: limits[i]] for ids in row]
-        return [ids for row in outputs for ids in row]
+        return [ids for row in self._bounded(rows, limits, options) for ids in row]
+
+    def _bounded(self, rows: list[list[str]], limits: list[int], options: dict) -> list[list[list[int]]]:
+        """The hypotheses of each row as a call of its own with `max_decoding_length` = its limit would give them, from
+        as few calls as that allows.
+
+        Greedy search and sampling pick each row's tokens alone: one call at the longest limit, each row cut to its
+        own. Beam search differs at a row's last step, where CTranslate2 ends every live hypothesis of the row, so a
+        longer allowance may let another hypothesis win. Before that step nothing in CTranslate2's beam search
+        depends on the maximum length: a row that stopped earlier in the longer call (it had `beam_size` finished
+        hypotheses; `patience` is not used here) stopped at the same step with the same hypotheses as it would have
+        alone. The call asks for all `beam_size` of them, so the longest one tells the step the row stopped at (a
+        hypothesis ended at step t has t tokens, and the step that filled the row leaves at least one of its own
+        among the best `beam_size`); it keeps the requested best few of those, in CTranslate2's order. The rows that
+        reached their own last step are decoded again, with their own limit, one call per limit. Without a length
+        penalty CTranslate2 stops a row when its best beam ends instead, which the hypotheses do not tell: one call
+        per limit there."""
+        width = options.get("beam_size", 1)
+        lengths = [max(1, min(options["max_decoding_length"], limit)) for limit in limits]
+        if width <= 1:
+            return [[ids[: limits[i]] for ids in row]
+                    for i, row in enumerate(self._translate(rows, {**options, "max_decoding_length": max(lengths)}))]
+        outputs: list = [None] * len(rows)
+        again = list(range(len(rows)))
+        if options.get("length_penalty", 1.0) != 0:  # CTranslate2's default length penalty is 1
+            longest, wanted = max(lengths), options.get("num_hypotheses", 1)
+            results = self._translate(rows, {**options, "max_decoding_length": longest, "num_hypotheses": width})
+            again = []
+            for i, hypotheses in enumerate(results):
+                if lengths[i] == longest or max(map(len, hypotheses)) < lengths[i] - 1:
+                    outputs[i] = [ids[: limits[i]] for ids in hypotheses[:wanted]]
+                else:
+                    again.append(i)
+        groups: dict[int, list[int]] = {}
+        for i in again:
+            groups.setdefault(lengths[i], []).append(i)
+        for length, indices in groups.items():
+            results = self._translate([rows[i] for i in indices], {**options, "max_decoding_length": length})
+            for i, hypotheses in zip(indices, results):
+                outputs[i] = [ids[: limits[i]] for ids in hypotheses]
+        return outputs
 
     def _translate(self, rows: list[list[str]], options: dict) -> list[list[list[int]]]:
         """The target ids of each hypothesis asked for (`num_hypotheses`, default 1) of each row."""

@@ -284,11 +284,11 @@ class CTranslate2Translator:
         again = list(range(len(rows)))
         if options.get("length_penalty", 1.0) != 0:  # CTranslate2's default length penalty is 1
             longest, wanted = max(lengths), options.get("num_hypotheses", 1)
-            results = self._translate(rows, {**options, "max_decoding_length": longest, "num_hypotheses": width})
+            results = self._tokens(rows, {**options, "max_decoding_length": longest, "num_hypotheses": width})
             again = []
             for i, hypotheses in enumerate(results):
                 if lengths[i] == longest or max(map(len, hypotheses)) < lengths[i] - 1:
-                    outputs[i] = [ids[: limits[i]] for ids in hypotheses[:wanted]]
+                    outputs[i] = [self._ids(tokens[: limits[i]]) for tokens in hypotheses[:wanted]]
                 else:
                     again.append(i)
         groups: dict[int, list[int]] = {}
@@ -302,13 +302,18 @@ class CTranslate2Translator:
 
     def _translate(self, rows: list[list[str]], options: dict) -> list[list[list[int]]]:
         """The target ids of each hypothesis asked for (`num_hypotheses`, default 1) of each row."""
+        return [[self._ids(hypothesis) for hypothesis in hypotheses] for hypotheses in self._tokens(rows, options)]
+
+    def _tokens(self, rows: list[list[str]], options: dict) -> list[list[list[str]]]:
+        """The target tokens of each hypothesis asked for (`num_hypotheses`, default 1) of each row."""
         try:
             results = self.translator.translate_batch(rows, max_input_length=0, **options)
         except RuntimeError as error:  # e.g. "No position encodings are defined for positions >= 1024, ..."
             raise ValueError(f"CTranslate2 cannot translate this batch: {error}") from None
-        count = options.get("num_hypotheses", 1)
-        return [[[self.target_ids[token] for token in hypothesis] for hypothesis in result.hypotheses[:count]]
-                for result in results]
+        return [result.hypotheses[: options.get("num_hypotheses", 1)] for result in results]
+
+    def _ids(self, tokens: list[str]) -> list[int]:
+        return [self.target_ids[token] for token in tokens]
 
     @staticmethod
     def _row_limits(processors, bounds: list[list[int]]) -> list[int] | None:

@@ -55,6 +55,11 @@ logger = logging.getLogger("vanilla_transformer.serve")
 # threads for the CPU work of requests (splitting, HTML, token counts): off the event loop, and few, as they share
 # the interpreter's lock
 PREPARE_THREADS = 2
+# Requests of at most this many texts and characters in all are split and joined on the event loop itself: the work
+# is linear in the text and takes under 2 ms there at worst (0.05 ms for one sentence; benchmarks/experiments/
+# serving.md), less than handing it to a thread and back, which costs every request CPU time and a wake-up of the
+# loop. Larger ones go to the threads.
+INLINE_TEXTS, INLINE_CHARACTERS = 8, 500
 
 
 def _split(texts: list[str], text_format: str, engine):
@@ -91,9 +96,15 @@ async def translate_texts(texts: list[str], text_format: str, engine, batcher: D
                           hypotheses: int = 1, what: str = "q") -> tuple[list[str], list[list[str]] | None]:
     """(the translation of each text by `engine`, and with `hypotheses` n over 1 its other translations, else
     None): its sentences (of each text node, for html) through the batcher, put back together. The splitting and
-    joining run in `pool` (default: asyncio's own). `what` the texts are, for errors ("q")."""
+    joining run in `pool` (default: asyncio's own), or here for a few short texts (`INLINE_TEXTS`,
+    `INLINE_CHARACTERS`). `what` the texts are, for errors ("q")."""
     loop = asyncio.get_running_loop()
-    documents, splits, sentences, tokens = await loop.run_in_executor(pool, _split, texts, text_format, engine)
+    inline = len(texts) <= INLINE_TEXTS and sum(map(len, texts)) <= INLINE_CHARACTERS
+
+    async def run(function, *args):
+        return function(*args) if inline else await loop.run_in_executor(pool, function, *args)
+
+    documents, splits, sentences, tokens = await run(_split, texts, text_format, engine)
     longest = max(range(len(tokens)), key=tokens.__getitem__, default=None)
     limit = engine.max_input_tokens  # None: unknown, the engine's own refusal answers 400 (batcher)
     if longest is not None and limit is not None and tokens[longest] > limit:

@@ -56,9 +56,9 @@ logger = logging.getLogger("vanilla_transformer.serve")
 # the interpreter's lock
 PREPARE_THREADS = 2
 # Requests of at most this many texts and characters in all are split and joined on the event loop itself: the work
-# is linear in the text and takes under 2 ms there at worst (0.05 ms for one sentence; benchmarks/experiments/
-# serving.md), less than handing it to a thread and back, which costs every request CPU time and a wake-up of the
-# loop. Larger ones go to the threads.
+# is linear in the text, and at this size costs the loop less than handing it to a thread and back, which costs
+# every request CPU time and a wake-up of the loop (the timings: benchmarks/experiments/serving.md). Larger ones go
+# to the threads.
 INLINE_TEXTS, INLINE_CHARACTERS = 8, 500
 
 

@@ -55,7 +55,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as playwright:
         page_path = Path(write_html(Path(tmp) / "explore.html", [data]))
         context = browser(playwright, tmp)
-        page = browser_page(context)
+        page, errors = browser_page(context)
         page.goto(page_path.as_uri())
         page.locator("#walkthrough[data-ready=true]").wait_for()
         page.locator("#step").fill(str(min(3, len(data["steps"]) - 1)))
@@ -68,6 +68,8 @@ def main(argv=None) -> None:
         page.locator("#wt-token").select_option(str(args.token))
         page.locator("#walkthrough").screenshot(path=str(args.out / "explore-walkthrough.png"))
         context.close()
+    if errors:
+        raise SystemExit(f"the page logged errors: {errors}")
     print(f"Wrote {args.out / 'explore.png'} and {args.out / 'explore-walkthrough.png'}")
 
 
@@ -81,13 +83,13 @@ def browser(playwright, tmp: str):
 
 
 def browser_page(context):
-    """A new page that fails the screenshot on any error in the page's console."""
+    """(a new page, the list its console errors and uncaught exceptions go to): a screenshot of a page that logged
+    any is refused."""
     page = context.new_page()
     errors = []
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.errors = errors
-    return page
+    return page, errors
 
 
 def training_screenshot(args) -> None:
@@ -102,7 +104,7 @@ def training_screenshot(args) -> None:
         page_path = Path(tmp) / "training.html"
         page_path.write_text(render_training_page(data), encoding="utf-8")
         context = browser(playwright, tmp)
-        page = browser_page(context)
+        page, errors = browser_page(context)
         page.goto(page_path.as_uri())
         page.locator("#explorer[data-ready=true]").wait_for()
         last = int(page.locator("#training-step").get_attribute("max"))
@@ -110,8 +112,8 @@ def training_screenshot(args) -> None:
         print(page.locator("#training-step-label").inner_text())
         page.screenshot(path=str(args.out / "explore-training.png"), full_page=True)
         context.close()
-        if page.errors:
-            raise SystemExit(f"the page logged errors: {page.errors}")
+    if errors:
+        raise SystemExit(f"the page logged errors: {errors}")
     print(f"Wrote {args.out / 'explore-training.png'}")
 
 

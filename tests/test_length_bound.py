@@ -385,4 +385,3 @@ def test_both_engines_refuse_the_same_settings_with_a_value_error(engine, served
     name = next(iter(settings)) if len(settings) == 1 else "num_return_sequences"
     with pytest.raises(ValueError, match=f"{name}"):
         loaded.generate(inputs["input_ids"], attention_mask=inputs["attention_mask"], **settings)
-

@@ -316,7 +316,7 @@ def test_memory_stays_flat_on_a_file_ten_times_larger(model_dir, tmp_path, capsy
 # ---------------------------------------------------------------------------------------------------------------
 # no runaway outputs: each translation bounded by its source's length, alone or in any batch, in both engines
 
-BOUND_TEXTS = ["TWO HUNDRED AND FIVE SEVENTEEN ELEVEN", "seventeen", "a", "", "one thousand, three hundred and five",
+BOUND_TEXTS = ["tWo HuNdReD aNd FiVe SeVeNtEeN eLeVeN", "seventeen", "a", "", "one thousand, three hundred and five",
                "eleven", LONG_LINE]
 
 

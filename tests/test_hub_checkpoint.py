@@ -16,9 +16,10 @@ from transformers import pipeline
 from helpers import HIDE_PACKAGE
 from translation_fixtures import GERMAN, tiny_tokenizer, tiny_translator
 from vanilla_transformer import save_for_hub
+from vanilla_transformer.casing import recase
 
 SOURCE_FILES = {"configuration_vanilla_transformer.py", "modeling_vanilla_transformer.py", "pipeline_translation.py",
-                "decoding.py"}
+                "decoding.py", "casing.py"}
 
 # Runs in `python -I` from an empty directory: neither the repository nor PYTHONPATH is on sys.path, and a meta path
 # hook refuses our packages in case they are installed in the environment (e.g. `pip install -e .` in CI).
@@ -62,6 +63,8 @@ FRESH_SCRIPT = HIDE_PACKAGE + textwrap.dedent(
         "num_beams": model.generation_config.num_beams,
         "pipeline": translator(texts),
         "pipeline_batched": translator(texts, batch_size=len(texts)),
+        "pipeline_upper": translator([text.upper() for text in texts], batch_size=2),
+        "pipeline_upper_as_written": translator([text.upper() for text in texts], recase=False),
         "generate": generated,
         "snippets": len(snippets),
         "snippet_output": printed,
@@ -135,6 +138,14 @@ def test_fresh_interpreter_without_the_package_translates_like_the_in_process_ob
     inputs = tokenizer(texts, return_tensors="pt", padding=True)
     assert fresh["generate"] == tokenizer.batch_decode(model.generate(**inputs), skip_special_tokens=True)
     assert [item["translation_text"] for item in expected] == fresh["generate"]
+    # ALL-CAPS input: recased by the folder's own copy of casing.py, as in this process; recase=False as written
+    upper = [text.upper() for text in texts]
+    assert fresh["pipeline_upper"] == in_process(upper)
+    assert fresh["pipeline_upper_as_written"] == in_process(upper, recase=False)
+    recased = recase(upper, tokenizer)[0]
+    inputs = tokenizer(recased, return_tensors="pt", padding=True)
+    assert [item["translation_text"] for item in fresh["pipeline_upper"]] == [
+        text.upper() for text in tokenizer.batch_decode(model.generate(**inputs), skip_special_tokens=True)]
 
     assert fresh["snippets"] == 2  # the card's usage code ran as written (pointed at this folder)
     assert all(output.strip() for output in fresh["snippet_output"])

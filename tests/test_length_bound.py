@@ -30,8 +30,9 @@ from vanilla_transformer.serve.settings import ServeSettings
 from vanilla_transformer.translate import load_model_and_tokenizer, translate
 
 MAX_LENGTH = 80  # the generation config's maximum: where a runaway output stops without the bound
-# sentences of different lengths; the upper-cased one is many more tokens than its words
-TEXTS = [GERMAN[4], GERMAN[1], "ZWEI HUNDE SPIELEN IM SCHNEE.", GERMAN[5], "Ja."]
+# sentences of different lengths; the one in mixed case is many more tokens than its words (an ALL-CAPS one would
+# be recased, casing.py)
+TEXTS = [GERMAN[4], GERMAN[1], "zWeI hUnDe SpIeLeN iM sChNeE.", GERMAN[5], "Ja."]
 DECODINGS = {"greedy": dict(num_beams=1), "sampling": dict(do_sample=True, top_k=0, num_beams=1),
              "beam 4": dict(num_beams=4), "beam 4, no early stop": dict(num_beams=4, early_stopping=False)}
 
@@ -371,7 +372,7 @@ def test_the_server_answers_with_bounded_translations(engine, served_folders, mo
     assert answers == together == expected
     unbounded = tokenizer.batch_decode(model.generate(**tokenizer(TEXTS[2:3], return_tensors="pt"), num_beams=1,
                                                       max_length_a=None), skip_special_tokens=True)
-    assert len(expected[2]) < len(unbounded[0])  # the upper-cased sentence would have run away
+    assert len(expected[2]) < len(unbounded[0])  # the mixed-case sentence would have run away
 
 
 @pytest.mark.parametrize("engine", ["pytorch", "ctranslate2"])

@@ -11,7 +11,8 @@ None or a non-string raises an error that says so (v4 translated "" into whateve
 Importing `vanilla_transformer` registers this class for the `"translation"` task. A saved checkpoint carries this
 file and names it in `config.json` (`custom_pipelines`), so that without the package
 `pipeline("translation", model=folder_or_repo, trust_remote_code=True)` works too. It is therefore Hub remote code
-and imports only torch, transformers and its siblings `compat.py` and `decoding.py` (saved with it).
+and imports only torch, transformers and its siblings `casing.py`, `compat.py` and `decoding.py` (saved with it).
+ALL-CAPS and Title Case inputs are recased for our models (`recase=False` translates them as written; casing.py).
 """
 
 import copy
@@ -21,6 +22,8 @@ import torch
 from transformers import GenerationConfig, Pipeline
 from transformers.utils import ModelOutput, logging
 
+from .casing import STYLES, restore_case
+from .casing import recase as recase_texts
 from .compat import pipeline_merges_generate_kwargs
 from .decoding import check_generation_parameters
 
@@ -109,9 +112,12 @@ class TranslationPipeline(Pipeline):
         return_tensors: bool | None = None,
         return_text: bool | None = None,
         clean_up_tokenization_spaces: bool | None = None,
+        recase: bool | None = None,
         **generate_kwargs,
     ):
         preprocess_params: dict[str, Any] = {}
+        if recase is not None:
+            preprocess_params["recase"] = bool(recase)
         if truncation is not None:
             preprocess_params["truncation"] = bool(truncation)
         for name, value in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
@@ -178,8 +184,14 @@ class TranslationPipeline(Pipeline):
         limits = [int(limit) for limit in limits if limit is not None and 0 < limit < _NO_LIMIT]
         return min(limits) if limits else None
 
-    def preprocess(self, text: str, truncation: bool = True, src_lang: str | None = None, tgt_lang: str | None = None):
+    def preprocess(self, text: str, truncation: bool = True, src_lang: str | None = None, tgt_lang: str | None = None,
+                   recase: bool | None = None):
         self._check_text(text)
+        # An ALL-CAPS or Title Case text is translated recased, and its translation given its case (casing.py): by
+        # default for our models, whose vocabularies are learnt from ordinary text; other models' as they were.
+        if recase is None:
+            recase = getattr(self.model.config, "model_type", None) == "vanilla_transformer"
+        (text,), (style,) = recase_texts([text], self.tokenizer) if recase else ((text,), (None,))
         text = (self.prefix or "") + text
         max_length = self._max_input_length()
         tokenizer_kwargs: dict[str, Any] = {"return_tensors": "pt"}
@@ -201,11 +213,14 @@ class TranslationPipeline(Pipeline):
             )
             inputs = tokenize(truncation=True, max_length=max_length)
         inputs.pop("token_type_ids", None)
-        if "forced_bos_token_id" in inputs:  # a tensor, so that batching stacks it instead of making a list
+        # tensors, so that batching stacks them instead of making lists
+        inputs["case_style"] = torch.tensor([0 if style is None else 1 + STYLES.index(style)])
+        if "forced_bos_token_id" in inputs:
             inputs["forced_bos_token_id"] = torch.tensor([inputs["forced_bos_token_id"]])
         return dict(inputs)
 
     def _forward(self, model_inputs: dict, **generate_kwargs):
+        case_style = model_inputs.pop("case_style", None)
         forced_bos = model_inputs.pop("forced_bos_token_id", None)
         if forced_bos is not None and "forced_bos_token_id" not in generate_kwargs:
             generate_kwargs["forced_bos_token_id"] = int(forced_bos.flatten()[0])  # one target language per call
@@ -213,7 +228,10 @@ class TranslationPipeline(Pipeline):
         generate_kwargs = self._generate_kwargs_for_call(generate_kwargs)
         output = self.model.generate(**model_inputs, **generate_kwargs)
         output_ids = output.sequences if isinstance(output, ModelOutput) else output  # (B * n, T)
-        return {"output_ids": output_ids.reshape(batch_size, -1, output_ids.shape[-1])}  # (B, n, T)
+        outputs = {"output_ids": output_ids.reshape(batch_size, -1, output_ids.shape[-1])}  # (B, n, T)
+        if case_style is not None:
+            outputs["case_style"] = case_style.reshape(batch_size)
+        return outputs
 
     def _generate_kwargs_for_call(self, generate_kwargs: dict) -> dict:
         """`generate()`'s arguments for one call: the call's parameters, over those given to `pipeline(...)`, over the
@@ -233,6 +251,8 @@ class TranslationPipeline(Pipeline):
     def postprocess(self, model_outputs: dict, return_tensors: bool = False,
                     clean_up_tokenization_spaces: bool = False):
         records = []
+        code = int(model_outputs["case_style"].flatten()[0]) if "case_style" in model_outputs else 0
+        style = STYLES[code - 1] if code else None
         for output_ids in model_outputs["output_ids"][0]:  # the n sequences of one input
             if return_tensors:
                 records.append({"translation_token_ids": output_ids})
@@ -240,7 +260,7 @@ class TranslationPipeline(Pipeline):
                 text = self.tokenizer.decode(
                     output_ids, skip_special_tokens=True, clean_up_tokenization_spaces=clean_up_tokenization_spaces
                 )
-                records.append({"translation_text": text})
+                records.append({"translation_text": restore_case(text, style)})
         return records
 
 

@@ -93,6 +93,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--compute-type", default="default", help="CTranslate2 only: int8, float32, ...")
     parser.add_argument("--num-beams", action=checked(in_range(int, 1, MOST_BEAMS)),
                         help="beam size (default: the model's generation_config)")
+    parser.add_argument("--no-recase", action="store_true",
+                        help="translate ALL-CAPS and Title Case sentences as written (by default they are recased "
+                             "for the model and their translations given their case)")
     parser.add_argument("--source-lang", help="the model's source language code, for a single MODEL (default: from "
                                               "its model card or export)")
     parser.add_argument("--target-lang", help="the model's target language code, for a single MODEL (default: from "
@@ -169,7 +172,7 @@ def run(args: argparse.Namespace) -> None:
     settings = settings_from_args(args)
     listening_socket(args.host, args.port).close()  # a taken port fails now, not after loading the model
     options = [dict(path=path, source_lang=args.source_lang, target_lang=args.target_lang, engine=args.engine,
-                    device=args.device, compute_type=args.compute_type,
+                    device=args.device, compute_type=args.compute_type, recase=not args.no_recase,
                     **({"num_beams": args.num_beams} if args.num_beams else {}))
                for path in model_folders(args.models)]
     # loaded here first: a bad folder or option fails before any worker, two folders of one pair before serving

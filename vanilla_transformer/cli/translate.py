@@ -12,7 +12,9 @@ it stopped when run again with the same arguments, and OUT appears only when who
 gzip'd (an input is recognised by its content). Decoding follows the model's `generation_config` (the paper's
 beam 4, length penalty 0.6) unless `--num-beams` / `--max-new-tokens` say otherwise; a translation takes at most
 A * n + B tokens for a source of n (--max-length-a, --max-length-b; by default the folder's generation config's
-`max_length_a` / `max_length_b`), so that no output runs away. A folder written
+`max_length_a` / `max_length_b`), so that no output runs away. An ALL-CAPS or Title Case sentence is translated
+as the model knows it, recased, and its translation given its case (vanilla_transformer/casing.py); --no-recase
+translates every sentence as it is written. A folder written
 by `vanilla-transformer export ctranslate2` is translated by CTranslate2 (`--engine` chooses explicitly).
 
 A corpus (--input with at least 2000 lines, standard input or a pipe, or any --input with --compute-type) given
@@ -107,6 +109,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--compute-type", default="default",
                         help="CTranslate2 only: int8, int8_float32, float32, float16, bfloat16, ... "
                              "(default: the exported weights' type; float32 for an automatic export)")
+    parser.add_argument("--no-recase", action="store_true",
+                        help="translate ALL-CAPS and Title Case sentences as written (by default they are recased "
+                             "for the model and their translations given their case)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar shown for --input")
     return parser
 
@@ -298,7 +303,7 @@ def check(args: argparse.Namespace) -> None:
 
 def _translate_options(args: argparse.Namespace) -> dict:
     """The keywords of `translate.translate_chunks` the options give."""
-    options = {"batch_size": args.batch_size, "seed": args.seed}
+    options = {"batch_size": args.batch_size, "seed": args.seed, "recase": not args.no_recase}
     options.update({name: getattr(args, name) for name in ("num_beams", "max_new_tokens", "max_length_a",
                                                            "max_length_b") if getattr(args, name) is not None})
     if args.max_new_tokens is not None:

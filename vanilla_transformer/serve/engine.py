@@ -2,8 +2,10 @@
 
 `TranslationEngine.translate(sentences)` is one call of `vanilla_transformer.translate.translate` over all the
 sentences of a batch (so a sentence gets exactly what `vanilla-transformer translate` gives it), decoded with the
-folder's generation config unless `generate_kwargs` say otherwise. `restart()` loads the folder again, for when the
-engine failed in a way that may have left it unusable (an unloaded CTranslate2 model, a CUDA error).
+folder's generation config unless `generate_kwargs` say otherwise; ALL-CAPS and Title Case sentences recased unless
+`recase=False` (vanilla_transformer/casing.py), their tokens counted as they are translated. `restart()` loads the
+folder again, for when the engine failed in a way that may have left it unusable (an unloaded CTranslate2 model, a
+CUDA error).
 
 A running server's answers do not depend on the files: a PyTorch model's weights are copied out of the memory map
 that `from_pretrained` reads `model.safetensors` through (`in_own_memory`), so a checkpoint written over the file
@@ -20,6 +22,7 @@ import os
 import torch
 
 from vanilla_transformer.cards.model_card import LANGUAGE_CODE, LANGUAGE_NAMES, card_languages
+from vanilla_transformer.casing import recase
 from vanilla_transformer.checkpoints.kinds import check_folder_kind
 from vanilla_transformer.checkpoints.load import load_checkpoint
 from vanilla_transformer.decoding import LENGTH_BOUND, check_generation_parameters, length_bound_setting
@@ -87,8 +90,9 @@ class TranslationEngine:
 
     def __init__(self, path: str | os.PathLike, *, source_lang: str | None = None, target_lang: str | None = None,
                  engine: str = "auto", device: str | None = None, compute_type: str = "default",
-                 **generate_kwargs):
+                 recase: bool = True, **generate_kwargs):
         self.path = os.fspath(path)
+        self.recase = recase
         check_folder_kind(self.path, TRANSLATION_KINDS, "serve")  # a missing or wrong folder first, in one line
         self.source_lang, self.target_lang = model_languages(self.path, source_lang, target_lang)
         self.load_options = dict(kinds=TRANSLATION_KINDS, device=device, engine=engine, compute_type=compute_type,
@@ -132,18 +136,23 @@ class TranslationEngine:
         return min(limits, default=None)
 
     def count_tokens(self, sentences: list[str]) -> list[int]:
-        """Source tokens of each sentence (with its special tokens), as the engine will read it."""
-        return [len(ids) for ids in self._counting_tokenizer(sentences)["input_ids"]] if sentences else []
+        """Source tokens of each sentence (with its special tokens), as the engine will read it (recased)."""
+        if not sentences:
+            return []
+        if self.recase:
+            sentences = recase(sentences, self._counting_tokenizer)[0]
+        return [len(ids) for ids in self._counting_tokenizer(sentences)["input_ids"]]
 
     def translate(self, sentences: list[str]) -> list[str]:
         """The translation of each sentence, in one batch."""
         return translate(self.model, self.tokenizer, sentences, batch_size=max(len(sentences), 1),
-                         **self.generate_kwargs)
+                         recase=self.recase, **self.generate_kwargs)
 
     def hypotheses(self, sentences: list[str], count: int) -> list[list[str]]:
         """The `count` best translations of each sentence, best first, in one batch (beam search at least `count`
         wide: `translate.translate_hypotheses`)."""
-        return translate_hypotheses(self.model, self.tokenizer, sentences, count, **self.generate_kwargs)
+        return translate_hypotheses(self.model, self.tokenizer, sentences, count, recase=self.recase,
+                                    **self.generate_kwargs)
 
     def is_usable(self) -> bool:
         """False when the engine cannot translate any more without `restart` (its CTranslate2 model unloaded)."""

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vanilla_transformer.casing import title_case
 from vanilla_transformer.cli.options import UsageError
 from vanilla_transformer.extras import check_extra
 
@@ -106,11 +107,6 @@ def describe_augment(probabilities: dict[str, float]) -> str:
 
 def upper_case(text: str) -> str:
     return text.upper()
-
-
-def title_case(text: str) -> str:
-    """OpusTrainer's TitleCase: each whitespace-separated word with its first character upper-cased."""
-    return " ".join(word[0].upper() + word[1:] for word in text.split())
 
 
 def typos(text: str, rng: random.Random) -> str:

@@ -24,6 +24,8 @@ from itertools import islice
 
 from tqdm.auto import tqdm
 
+from vanilla_transformer.casing import recase as recase_texts
+from vanilla_transformer.casing import restore_case
 from vanilla_transformer.checkpoints.load import ENGINES, load_checkpoint
 from vanilla_transformer.decoding import LENGTH_BOUND, check_generation_parameters, length_bound_setting
 from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator, import_ctranslate2
@@ -54,6 +56,7 @@ def translate(
     *,
     batch_size: int = 32,
     progress: bool = False,
+    recase: bool = True,
     **generate_kwargs,
 ) -> list[str]:
     """Translate `texts` in batches of `batch_size` sentences; returns one single-line string per input text.
@@ -64,13 +67,14 @@ def translate(
     translation takes at most `max_length_a * n + max_length_b` tokens for a source of n tokens (its </s>
     included), and at most `max_new_tokens` or the generation config's maximum. `progress=True` shows a tqdm bar
     on stderr. `model` is our model or an `ctranslate2_runtime.CTranslate2Translator` (see
-    `load_model_and_tokenizer`).
+    `load_model_and_tokenizer`). `recase`: ALL-CAPS and Title Case texts are translated recased, and their
+    translations given their case (`casing`); False translates every text as it is written.
     """
     texts = list(texts)
     translations = []
     with progress_bar(len(texts), show=progress) as bar:
         for chunk in translate_chunks(model, tokenizer, texts, chunk_size=max(len(texts), 1), batch_size=batch_size,
-                                      bar=bar, **generate_kwargs):
+                                      bar=bar, recase=recase, **generate_kwargs):
             translations.extend(chunk)
     return translations
 
@@ -85,6 +89,7 @@ def translate_chunks(
     seed: int | None = None,
     first_chunk: int = 0,
     bar: tqdm | None = None,
+    recase: bool = True,
     **generate_kwargs,
 ) -> Iterator[list[str]]:
     """Translate `lines` `chunk_size` at a time, as `translate` does; yields each chunk's translations (one per line,
@@ -105,16 +110,17 @@ def translate_chunks(
     while chunk := list(islice(lines, chunk_size)):
         if seed is not None:
             manual_seed(model, seed + index)
-        yield _translate_chunk(model, tokenizer, chunk, batch_size, generate_kwargs, bar)
+        yield _translate_chunk(model, tokenizer, chunk, batch_size, generate_kwargs, bar, recase)
         index += 1
 
 
-def translate_hypotheses(model, tokenizer, texts: list[str], count: int, **generate_kwargs) -> list[list[str]]:
+def translate_hypotheses(model, tokenizer, texts: list[str], count: int, *, recase: bool = True,
+                         **generate_kwargs) -> list[list[str]]:
     """The `count` best translations of each of `texts` (one batch), best first: beam search at least `count`
     wide (the model's own beam when wider) returns each text's `count` best hypotheses, each bounded by its source's
     length by the engine (the model's `generate`, or CTranslate2 without torch) as `translate`'s one translation
-    is. A blank text gives `count` empty ones. Fewer distinct hypotheses than `count` can come back the same text
-    twice."""
+    is, and recased as it is (`recase`). A blank text gives `count` empty ones. Fewer distinct hypotheses than
+    `count` can come back the same text twice."""
     if count < 1:
         raise ValueError(f"count must be at least 1, got {count}")
     beams = max(count, generate_kwargs.pop("num_beams", None) or model.generation_config.num_beams or 1)
@@ -124,10 +130,11 @@ def translate_hypotheses(model, tokenizer, texts: list[str], count: int, **gener
     todo = [i for i, text in enumerate(texts) if text.strip()]
     if not todo:
         return results
-    output_ids = _generate_batch(model, tokenizer, tokenizer([texts[i] for i in todo])["input_ids"], generate_kwargs)
+    sources, styles = _recased(tokenizer, [texts[i] for i in todo], recase)
+    output_ids = _generate_batch(model, tokenizer, tokenizer(sources)["input_ids"], generate_kwargs)
     decoded = [" ".join(text.splitlines()) for text in tokenizer.batch_decode(output_ids, skip_special_tokens=True)]
-    for row, i in enumerate(todo):
-        results[i] = decoded[row * count:(row + 1) * count]
+    for row, (i, style) in enumerate(zip(todo, styles)):
+        results[i] = [restore_case(text, style) for text in decoded[row * count:(row + 1) * count]]
     return results
 
 
@@ -147,12 +154,19 @@ def manual_seed(model, seed: int) -> None:
         pytorch.seed(seed)
 
 
+def _recased(tokenizer, texts: list[str], recase: bool) -> tuple[list[str], list[str | None]]:
+    """`texts` as they are translated, and the case each one's translation is given (`casing.recase`)."""
+    return recase_texts(texts, tokenizer) if recase else (texts, [None] * len(texts))
+
+
 def _translate_chunk(model, tokenizer, texts: list[str], batch_size: int, generate_kwargs: dict,
-                     bar: tqdm | None) -> list[str]:
+                     bar: tqdm | None, recase: bool = True) -> list[str]:
     """One chunk: its non-blank texts sorted by token length into batches, translated, and put back in order."""
     translations = [""] * len(texts)
     todo = [i for i, text in enumerate(texts) if text.strip()]
-    input_ids = tokenizer([texts[i] for i in todo])["input_ids"] if todo else []
+    sources, styles = _recased(tokenizer, [texts[i] for i in todo], recase)
+    style_of = dict(zip(todo, styles))
+    input_ids = tokenizer(sources)["input_ids"] if todo else []
     ids_of = dict(zip(todo, input_ids))
     todo.sort(key=lambda i: len(ids_of[i]), reverse=True)  # longest first: an out-of-memory shows at once
     if bar is not None:
@@ -161,7 +175,7 @@ def _translate_chunk(model, tokenizer, texts: list[str], batch_size: int, genera
         batch = todo[start : start + batch_size]
         output_ids = _generate_batch(model, tokenizer, [ids_of[i] for i in batch], generate_kwargs)
         for i, text in zip(batch, tokenizer.batch_decode(output_ids, skip_special_tokens=True)):
-            translations[i] = " ".join(text.splitlines())  # one line out per line in
+            translations[i] = restore_case(" ".join(text.splitlines()), style_of[i])  # one line out per line in
         if bar is not None:
             bar.update(len(batch))
     return translations

@@ -14,7 +14,8 @@ and TitleCase) teaches it only slowly, and only for what it was trained on. Reca
   form, its capitalised form and the form given, the one the tokenizer cuts into the fewest pieces, the earlier
   of these on a tie ("MAN" -> "man", "MANN" -> "Mann" with a German vocabulary, "USA" -> "USA" where the vocabulary
   has it). The text's first word then starts with a capital, as sentences do. Measured word by word against
-  Multi30k's test sentences as written: 99 % of English words and 85 % of German words get their case back.
+  Multi30k's test sentences as written, with the 6,000-token English-German vocabulary of a Multi30k model: 99 % of
+  English words and 85 % of German words (whose nouns are capitalised) get their case back.
 - `restore_case(translation, style)`: the translation upper-cased (`"upper"`) or title-cased (`"title"`).
 
 `recase(texts, tokenizer)` does the first two for a list of texts; `translate.translate`, corpus translation, `serve`

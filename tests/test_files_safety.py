@@ -9,6 +9,7 @@ same training (weights read from the safetensors files), `wc -l`, the bytes of t
 """
 
 import errno
+import faulthandler
 import gc
 import hashlib
 import json
@@ -90,6 +91,13 @@ def run_forked(function, *, kill_at: int | None = None, watch: str = "", fsize: 
             os.dup2(write_end, 2)
             # what the function prints to sys.stderr (the command's error line) reaches the pipe, not pytest's capture
             sys.stderr = open(2, "w", buffering=1, encoding="utf-8", closefd=False)
+            # a child that hangs (a lock another thread of the parent held at the fork) ends with its stacks on the
+            # pipe, so that the test fails with them instead of waiting for the child forever
+            faulthandler.dump_traceback_later(120, exit=True, file=sys.stderr)
+            # the parent's OpenMP thread pool (torch's, once a test ran it with several threads) does not survive the
+            # fork: a parallel region in the child would wait for it forever; with one thread torch runs none
+            if "torch" in sys.modules:
+                sys.modules["torch"].set_num_threads(1)
             if fsize is not None:
                 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG
                 resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))

@@ -8,10 +8,23 @@ the ids of each sentence unpadded, as `translate.translate` hands them over. The
 tokenizer's token strings by id; the translator maps ids to those strings and back, so the tokenizer's own
 special-token handling and decoding apply. The exporter is `export_ctranslate2.to_ctranslate2`. Nothing here needs
 torch or transformers' model code: translating with an exported folder imports neither.
+
+Threads on a CPU are measured, not assumed (`intra_threads=None`, the default): a small model's matrices are too
+small for several threads to share, and on some machines CTranslate2's default of up to 4 threads translates
+slower than one thread does (benchmarks/RESULTS.md "Corpus translation": its third row).
+The translator is loaded with one thread and with CTranslate2's default (`min(4, cores)`), each times the same
+batch of the folder's own tokens (`THREAD_PROBE`: beam search as the folder's generation config, a few short
+rows, the best of a few rounds), and the faster is kept (`thread_choice` records both times). The choice is kept in
+`$HF_HOME/vanilla-transformer/ctranslate2-threads.json`, keyed by the CPU model, the cores, CTranslate2's version,
+the compute type, the size of model.bin and the beam, so a machine measures a model's shape once (about 0.5 s), and
+a later load only reads it. A given `intra_threads` is used as it is (0 is CTranslate2's default), and so is a
+positive `OMP_NUM_THREADS` in the environment: the user's own choice of threads.
 """
 
 import json
 import os
+import random
+import time
 import warnings
 from pathlib import Path
 
@@ -27,6 +40,12 @@ from vanilla_transformer.decoding import (
 from vanilla_transformer.extras import import_extra
 from vanilla_transformer.files.errors import one_line
 from vanilla_transformer.files.hashing import sha256_of_file
+from vanilla_transformer.files.measurements import (
+    cpu_model,
+    measurements_path,
+    read_measurements,
+    write_json_atomically,
+)
 
 VOCABULARY_FILES = ("shared_vocabulary.json", "source_vocabulary.json", "target_vocabulary.json")
 # Written by the export beside the tokenizer files: {"sha256": {file name: SHA-256 of its bytes}} of the tokenizer
@@ -38,6 +57,18 @@ MAX_POSITIONS = "max_positions"
 # The key of config.json under which the export records the checkpoint's [source, target] language codes (from its
 # model card), where the server finds the language pair of a CTranslate2 folder. CTranslate2 ignores it too.
 LANGUAGES = "languages"
+# The batch that times each thread count: rows of source tokens drawn from the vocabulary (seeded), decoded up to
+# `length` steps with the folder's beam; the best of `rounds` timings after a warm-up.
+THREAD_PROBE = {"rows": 8, "length": 12, "rounds": 3, "seed": 0}
+DEFAULT_INTRA_THREADS = 4  # CTranslate2's own default (intra_threads=0), at most the cores
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity, where the system tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 EXPORT_AGAIN = "export it again with: vanilla-transformer export ctranslate2 CHECKPOINT OUT --overwrite"
 
 
@@ -133,7 +164,7 @@ class CTranslate2Translator:
                         "num_assistant_tokens_schedule": None, "target_lookbehind": None}
 
     def __init__(self, folder: str | os.PathLike, device: str = "cpu", compute_type: str = "default",
-                 inter_threads: int = 1, intra_threads: int = 0):
+                 inter_threads: int = 1, intra_threads: int | None = None):
         ctranslate2 = import_ctranslate2()
         folder = Path(folder)
         if not is_ctranslate2_folder(folder):
@@ -151,24 +182,75 @@ class CTranslate2Translator:
             raise ValueError(f"compute_type {compute_type!r} is not supported on {device} by this machine "
                              f"(supported: {', '.join(sorted(supported))})")
         self.source_tokens, self.target_tokens = self._read_vocabularies(folder)  # checked before CTranslate2 reads
-        try:
-            self.translator = ctranslate2.Translator(str(folder), device=device_type, device_index=int(index or 0),
-                                                     compute_type=compute_type, inter_threads=inter_threads,
-                                                     intra_threads=intra_threads)
-        except (RuntimeError, ValueError) as error:  # e.g. "Variable '...' has an invalid payload size"
-            raise CheckpointError(f"CTranslate2 cannot load {folder} ({one_line(error)}): model.bin or "
-                                  f"config.json is damaged (cut short?); {EXPORT_AGAIN}") from None
+        self.generation_config = (GenerationConfig.from_pretrained(folder)
+                                  if (folder / "generation_config.json").is_file() else GenerationConfig())
+
+        def load(threads: int):
+            try:
+                return ctranslate2.Translator(str(folder), device=device_type, device_index=int(index or 0),
+                                              compute_type=compute_type, inter_threads=inter_threads,
+                                              intra_threads=threads)
+            except (RuntimeError, ValueError) as error:  # e.g. "Variable '...' has an invalid payload size"
+                raise CheckpointError(f"CTranslate2 cannot load {folder} ({one_line(error)}): model.bin or "
+                                      f"config.json is damaged (cut short?); {EXPORT_AGAIN}") from None
+
+        self.thread_choice: dict[int, float] = {}  # threads -> seconds of the probe batch, where measured
+        cores = min(DEFAULT_INTRA_THREADS, usable_cores())
+        if intra_threads is None and os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():
+            intra_threads = int(os.environ["OMP_NUM_THREADS"])  # the user's choice
+        if intra_threads is None and device_type == "cpu" and cores > 1:
+            self.translator, self.intra_threads = self._fastest_threads(load, (1, cores), folder, compute_type,
+                                                                        ctranslate2.__version__)
+        else:
+            self.intra_threads = intra_threads or 0
+            self.translator = load(self.intra_threads)
         self.max_positions = recorded_max_positions(folder)
         self.device = "cpu"  # where generate() takes its inputs
         self.target_ids = {token: i for i, token in enumerate(self.target_tokens)}
-        self.generation_config = (GenerationConfig.from_pretrained(folder)
-                                  if (folder / "generation_config.json").is_file() else GenerationConfig())
         ignored = sorted(name for name, value in self.generation_config.to_diff_dict().items()
                          if name not in self.APPLIED_SETTINGS
                          and not (name in self.NEUTRAL_SETTINGS and self.NEUTRAL_SETTINGS[name] in (None, value)))
         if ignored:
             warnings.warn(f"{folder}/generation_config.json sets {', '.join(ignored)}, which the CTranslate2 engine "
                           "does not apply; its translations may differ from generate's.", stacklevel=2)
+
+    def _fastest_threads(self, load, counts: tuple[int, ...], folder: Path, compute_type: str, version: str,
+                         cache_path: str | None = None):
+        """(translator, threads) of the thread count in `counts` that translates `THREAD_PROBE`'s batch fastest, as
+        the cache says or as measured now (and then cached); the timings go to `thread_choice`."""
+        beam = max(1, int(self.generation_config.num_beams or 1))
+        cache_path = cache_path or measurements_path("ctranslate2-threads")
+        key = (f"{cpu_model()} | {usable_cores()} cores | ctranslate2 {version} | {compute_type} | model.bin "
+               f"{(folder / 'model.bin').stat().st_size} bytes | beam {beam} | threads {'/'.join(map(str, counts))}")
+        entry = read_measurements(cache_path).get(key)
+        if isinstance(entry, dict) and entry.get("choice") in counts:
+            self.thread_choice = {int(threads): float(seconds) for threads, seconds in entry["seconds"].items()}
+            return load(entry["choice"]), entry["choice"]
+        translator, threads = self._measure_threads(load, counts, beam)
+        cache = read_measurements(cache_path)
+        cache[key] = {"choice": threads, "seconds": {str(n): round(t, 6) for n, t in self.thread_choice.items()}}
+        write_json_atomically(cache_path, cache)
+        return translator, threads
+
+    def _measure_threads(self, load, counts: tuple[int, ...], beam: int):
+        rng = random.Random(THREAD_PROBE["seed"])
+        words = self.source_tokens[4:] or self.source_tokens  # past the special tokens
+        rows = [[rng.choice(words) for _ in range(THREAD_PROBE["length"])] for _ in range(THREAD_PROBE["rows"])]
+        options = {"beam_size": beam, "max_decoding_length": THREAD_PROBE["length"], "max_input_length": 0}
+        best = None
+        for threads in counts:
+            translator = load(threads)
+            translator.translate_batch(rows, **options)  # warm-up
+            timings = []
+            for _ in range(THREAD_PROBE["rounds"]):
+                start = time.perf_counter()
+                translator.translate_batch(rows, **options)
+                timings.append(time.perf_counter() - start)
+            self.thread_choice[threads] = min(timings)
+            if best is None or self.thread_choice[threads] < self.thread_choice[best[1]]:
+                best = (translator, threads)
+            del translator
+        return best
 
     @staticmethod
     def _read_vocabularies(folder: Path) -> tuple[list[str], list[str]]:

@@ -21,35 +21,25 @@ fast and the default (flash) stays.
 """
 
 import contextlib
-import json
-import os
-import platform
 import statistics
-import tempfile
 import time
 
 import torch
-from huggingface_hub import constants as hub_constants
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from vanilla_transformer.files.measurements import (  # noqa: F401  (cpu_model, cpuinfo_field: part of this module)
+    cpu_model,
+    cpuinfo_field,
+    measurements_path,
+    read_measurements,
+    write_json_atomically,
+)
 
 BF16_MATMUL_FLAGS = ("avx512_bf16", "amx_bf16")  # what the CPU reports; printed beside the measurement
 MEASURE_TOKENS = 256  # rows of the timed matrix products (a slice of a training batch)
 MEASURE_SECONDS = 1.5  # how long the timed steps may take in all (at least MEASURE_MIN_ROUNDS each)
 MEASURE_MIN_ROUNDS = 2
 MATH_ATTENTION_MAX_LENGTH = 160  # where the math kernel stops being faster (benchmarks/experiments/math-attention-kernel.md)
-
-
-def cpuinfo_field(name: str, cpuinfo: str = "/proc/cpuinfo") -> str | None:
-    """The value of the first `name: value` line of /proc/cpuinfo (Linux), or None."""
-    try:
-        with open(cpuinfo, encoding="utf-8") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == name:
-                    return value.strip()
-    except OSError:
-        pass
-    return None
 
 
 def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str]:
@@ -61,13 +51,8 @@ def cpu_has_bf16_matmul(flags: set[str] | None = None) -> bool:
     return bool(set(BF16_MATMUL_FLAGS) & (cpu_flags() if flags is None else flags))
 
 
-def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
-    """The CPU's model name, e.g. "AMD EPYC 7B13" (/proc/cpuinfo), else the platform's processor name."""
-    return cpuinfo_field("model name", cpuinfo) or platform.processor() or platform.machine() or "unknown CPU"
-
-
 def precision_cache_path() -> str:
-    return os.path.join(hub_constants.HF_HOME, "vanilla-transformer", "precision.json")
+    return measurements_path("precision")
 
 
 def time_training_steps(d_model: int, d_ff: int, tokens: int = MEASURE_TOKENS,
@@ -117,13 +102,7 @@ def measured_cpu_precision(d_model: int, d_ff: int, cache_path: str | None = Non
           f"d_ff {d_ff}"
     if key in _measured:
         return _measured[key]
-    try:
-        with open(cache_path, encoding="utf-8") as f:
-            cache = json.load(f)
-        if not isinstance(cache, dict):
-            cache = {}
-    except (OSError, ValueError):
-        cache = {}
+    cache = read_measurements(cache_path)
     entry = cache.get(key)
     if isinstance(entry, dict) and entry.get("choice") in ("fp32", "bf16") and "fp32_ms" in entry:
         result = {**entry, "cached": True, "key": key}
@@ -133,25 +112,10 @@ def measured_cpu_precision(d_model: int, d_ff: int, cache_path: str | None = Non
         entry = {f"{name}_ms": round(value, 3) for name, value in timings.items()}
         entry["choice"] = "bf16" if bf16_faster else "fp32"
         cache[key] = entry
-        _write_json_atomically(cache_path, cache)
+        write_json_atomically(cache_path, cache)
         result = {**entry, "cached": False, "key": key}
     _measured[key] = result
     return result
-
-
-def _write_json_atomically(path: str, value) -> None:
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".precision-", suffix=".tmp")
-        try:
-            with os.fdopen(descriptor, "w", encoding="utf-8") as f:
-                json.dump(value, f, indent=1, sort_keys=True)
-            os.replace(temporary, path)
-        except BaseException:
-            os.unlink(temporary)
-            raise
-    except OSError:
-        pass  # no cache: the next run measures again
 
 
 def default_precision(use_cpu: bool = False, d_model: int = 512, d_ff: int = 2048) -> tuple[dict, str]:

@@ -30,6 +30,15 @@ torch.set_num_threads(1)
 # Plain helpers (tiny_config, tiny_model, random_batch, REPO_ROOT, SHARED_DATA) are in helpers.py; fixtures here.
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Every test starts on one torch thread, whatever the one before left (a library that raised the count): the
+    same numbers in every order, and no OpenMP pool that a forked child would wait on (tests/test_files_safety.py)."""
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+    yield
+
+
 def pytest_unconfigure(config):
     shutil.rmtree(DATASETS_CACHE, ignore_errors=True)
 

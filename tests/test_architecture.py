@@ -17,7 +17,7 @@ PACKAGE = REPO_ROOT / "vanilla_transformer"
 # The layers, lowest first: a module imports only modules of its own layer or of lower ones. Each entry is a module
 # path under the package ("" is the package itself, its __init__); a module belongs to its longest matching entry.
 LAYERS = [
-    ("remote code", ["compat", "configuration_vanilla_transformer", "decoding", "modeling_vanilla_transformer",
+    ("remote code", ["casing", "compat", "configuration_vanilla_transformer", "decoding", "modeling_vanilla_transformer",
                      "pipeline_translation"]),
     ("transformers integration", ["registration"]),
     ("foundations", ["files", "cards", "extras", "cli.options"]),

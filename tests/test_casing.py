@@ -7,17 +7,15 @@ it buys is measured by benchmarks/augment.py (RESULTS.md)."""
 
 import random
 import string
-from pathlib import Path
 
 import pytest
 from transformers import pipeline
 
-from translation_fixtures import ENGLISH, GERMAN, tiny_tokenizer, tiny_translator
-from vanilla_transformer import save_for_hub
+from helpers import SHARED_DATA as MULTI30K
+from translation_fixtures import ENGLISH, GERMAN, saved_with_export, tiny_tokenizer, tiny_translator
 from vanilla_transformer.casing import case_style, recase, recase_words, restore_case, title_case
 from vanilla_transformer.translate import load_model_and_tokenizer, translate, translate_hypotheses
 
-MULTI30K = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
 SHOUTED = [GERMAN[0].upper(), title_case(GERMAN[5]), GERMAN[1], GERMAN[4].upper(), "Ja.", title_case(GERMAN[2])]
 
 
@@ -170,15 +168,7 @@ def folders(model, tokenizer, tmp_path_factory):
     folder = tmp_path_factory.mktemp("casing")
     greedy = tiny_translator(seed=5)
     greedy.generation_config.update(num_beams=1, early_stopping=False, length_penalty=1.0, max_length=13)
-    save_for_hub(greedy, tokenizer, folder / "pytorch", source_lang="de", target_lang="en")
-    try:
-        import ctranslate2  # noqa: F401
-    except ImportError:
-        return {"pytorch": folder / "pytorch"}
-    from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
-
-    return {"pytorch": folder / "pytorch",
-            "ctranslate2": to_ctranslate2(folder / "pytorch", folder / "ct2", quantization="float32")}
+    return saved_with_export(greedy, tokenizer, folder)
 
 
 @pytest.mark.parametrize("engine", ["pytorch", "ctranslate2"])

@@ -9,8 +9,7 @@ import pytest
 
 pytest.importorskip("ctranslate2")
 
-from translation_fixtures import GERMAN, tiny_tokenizer, tiny_translator  # noqa: E402
-from vanilla_transformer import save_for_hub  # noqa: E402
+from translation_fixtures import GERMAN, saved_with_export, tiny_tokenizer, tiny_translator  # noqa: E402
 from vanilla_transformer.interop import ctranslate2_runtime  # noqa: E402
 from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator  # noqa: E402
 from vanilla_transformer.translate import translate  # noqa: E402
@@ -18,11 +17,7 @@ from vanilla_transformer.translate import translate  # noqa: E402
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
-
-    folder = tmp_path_factory.mktemp("threads")
-    save_for_hub(tiny_translator(seed=2), tiny_tokenizer(), folder / "pytorch", source_lang="de", target_lang="en")
-    return to_ctranslate2(folder / "pytorch", folder / "ct2", quantization="float32")
+    return saved_with_export(tiny_translator(seed=2), tiny_tokenizer(), tmp_path_factory.mktemp("threads"))["ctranslate2"]
 
 
 @pytest.fixture

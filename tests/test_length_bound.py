@@ -22,8 +22,7 @@ import torch
 from transformers import AutoModelForSeq2SeqLM, GenerationConfig, GenerationMixin, pipeline
 
 from helpers import HIDE_PACKAGE, random_batch
-from translation_fixtures import GERMAN, tiny_tokenizer, tiny_translator
-from vanilla_transformer import save_for_hub
+from translation_fixtures import GERMAN, saved_with_export, tiny_tokenizer, tiny_translator
 from vanilla_transformer.modeling_vanilla_transformer import MAX_LENGTH_A, MAX_LENGTH_B
 from vanilla_transformer.serve.engine import TranslationEngine
 from vanilla_transformer.serve.settings import ServeSettings
@@ -328,15 +327,7 @@ def served_folders(model, tokenizer, tmp_path_factory):
     folder = tmp_path_factory.mktemp("runaway")
     greedy = runaway_translator()
     greedy.generation_config.update(num_beams=1, early_stopping=False, length_penalty=1.0)
-    save_for_hub(greedy, tokenizer, folder / "pytorch", source_lang="de", target_lang="en")
-    try:
-        import ctranslate2  # noqa: F401
-    except ImportError:
-        return {"pytorch": folder / "pytorch"}
-    from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
-
-    return {"pytorch": folder / "pytorch",
-            "ctranslate2": to_ctranslate2(folder / "pytorch", folder / "ct2", quantization="float32")}
+    return saved_with_export(greedy, tokenizer, folder)
 
 
 @pytest.mark.parametrize("engine", ["pytorch", "ctranslate2"])

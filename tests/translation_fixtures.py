@@ -39,3 +39,19 @@ def tiny_tokenizer():
 def tiny_translator(seed: int = 0, **overrides):
     """A random tiny VanillaTransformerForConditionalGeneration sized for `tiny_tokenizer()`, in eval mode."""
     return tiny_model(seed=seed, vocab_size=len(_trained_tokenizer()), **overrides)
+
+
+def saved_with_export(model, tokenizer, folder) -> dict:
+    """`model` saved for serving under FOLDER/pytorch (a model card saying de -> en), and its float32 CTranslate2
+    export under FOLDER/ct2 where CTranslate2 is installed: {"pytorch": path[, "ctranslate2": path]}."""
+    from vanilla_transformer import save_for_hub
+
+    save_for_hub(model, tokenizer, folder / "pytorch", source_lang="de", target_lang="en")
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        return {"pytorch": folder / "pytorch"}
+    from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
+
+    return {"pytorch": folder / "pytorch",
+            "ctranslate2": to_ctranslate2(folder / "pytorch", folder / "ct2", quantization="float32")}

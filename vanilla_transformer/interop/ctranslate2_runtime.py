@@ -223,8 +223,9 @@ class CTranslate2Translator:
         key = (f"{cpu_model()} | {usable_cores()} cores | ctranslate2 {version} | {compute_type} | model.bin "
                f"{(folder / 'model.bin').stat().st_size} bytes | beam {beam} | threads {'/'.join(map(str, counts))}")
         entry = read_measurements(cache_path).get(key)
-        if isinstance(entry, dict) and entry.get("choice") in counts:
-            self.thread_choice = {int(threads): float(seconds) for threads, seconds in entry["seconds"].items()}
+        if (isinstance(entry, dict) and entry.get("choice") in counts and isinstance(entry.get("seconds"), dict)
+                and all(isinstance(entry["seconds"].get(str(n)), (int, float)) for n in counts)):  # else measured
+            self.thread_choice = {n: float(entry["seconds"][str(n)]) for n in counts}
             return load(entry["choice"]), entry["choice"]
         translator, threads = self._measure_threads(load, counts, beam)
         cache = read_measurements(cache_path)

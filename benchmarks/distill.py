@@ -3,6 +3,7 @@ teacher, and the same student trained on the original pairs for the same minutes
 
     python benchmarks/distill.py --teacher outputs/multi30k --minutes 30              # print the table
     python benchmarks/distill.py --teacher outputs/multi30k --minutes 30 --write      # and into RESULTS.md
+    python benchmarks/distill.py --teacher outputs/m120 --reference outputs/m30 --minutes 30 --write
     python benchmarks/distill.py --teacher T --preset multi30k-student -- --encoder-layers 4 --decoder-layers 2
 
 Two runs of the student preset (`--preset`, default `multi30k-student`), each with a time budget of `--minutes`:
@@ -12,9 +13,12 @@ Two runs of the student preset (`--preset`, default `multi30k-student`), each wi
 - original: the recipe on the original pairs train.{en,de}, the same options, exported to CTranslate2 int8 as distill
   exports its student, and measured the same way (`training.distill.timed`, `translation_scores`).
 
+With `--reference R` (the issue's yardstick: the 30-minute `multi30k-pre-ln` model), R is exported and measured the
+same way, and the table ends with the student's BLEU difference and speed ratio against it.
+
 The table: BLEU and chrF on val and test2016 (CTranslate2 int8), sentences/s (int8, beam as each model's
-generation_config, 1 thread and every thread), parameters and size of the int8 export, for the teacher and the two
-students. Everything lives in `--out` (default outputs/distill-benchmark): a benchmark stopped midway continues where
+generation_config, 1 thread and every thread), parameters and size of the int8 export, for the teacher, the two
+students and the reference; then distilled minus original pairs, and the student against the reference. Everything lives in `--out` (default outputs/distill-benchmark): a benchmark stopped midway continues where
 it was when run again with the same options. Multi30k is found beside the checkout (../shared/data/multi30k) or
 beside its folder of worktrees, as the other benchmarks find it; `--data` overrides. The extra recipe options after
 `--` go to both students.
@@ -61,24 +65,33 @@ def original(args, data: Path, out: Path, bleu_tokenize: str) -> dict:
     from transformers.trainer_utils import get_last_checkpoint
 
     from vanilla_transformer.cli.main import main as command_line
+
+    folder = out / "original"
+    if not (out / "original.json").is_file() and not (folder / "all_results.json").is_file():
+        resume = ["--resume-from-checkpoint", "true"] if folder.is_dir() and get_last_checkpoint(str(folder)) else []
+        command_line(["train", *recipe_options(args), "--train-source", str(data / FILES["train"][0]),
+                      "--train-target", str(data / FILES["train"][1]), "--output-dir", str(folder), *resume])
+    return measured(args, data, out, "original", folder, bleu_tokenize)
+
+
+def measured(args, data: Path, out: Path, name: str, folder: Path, bleu_tokenize: str) -> dict:
+    """A trained folder exported to CTranslate2 int8 (in `out`/NAME-ct2) and measured as distill measures its
+    student: BLEU and chrF on val and test2016, sentences/s on test2016 at each thread count; kept in NAME.json."""
     from vanilla_transformer.files import read_text_lines
     from vanilla_transformer.training.distill import Distillation, export, folder_bytes, parameters, timed, write_json
     from vanilla_transformer.training.metrics import translation_scores
 
-    folder, results = out / "original", out / "original.json"
+    results = out / f"{name}.json"
     if results.is_file():
         return json.loads(results.read_text(encoding="utf-8"))
-    if not (folder / "all_results.json").is_file():
-        resume = ["--resume-from-checkpoint", "true"] if folder.is_dir() and get_last_checkpoint(str(folder)) else []
-        command_line(["train", *recipe_options(args), "--train-source", str(data / FILES["train"][0]),
-                      "--train-target", str(data / FILES["train"][1]), "--output-dir", str(folder), *resume])
-    exported = export(str(folder), str(out / "original-ct2"), "int8")
+    exported = export(str(folder), str(out / f"{name}-ct2"), "int8")
     measuring = Distillation(teacher=args.teacher, out=str(out), train_source=str(data / FILES["train"][0]))
-    entry = {"parameters": parameters(str(folder)), "size_bytes": folder_bytes(exported), "scores": {}, "speed": {}}
+    entry = {"folder": str(folder), "parameters": parameters(str(folder)), "size_bytes": folder_bytes(exported),
+             "scores": {}, "speed": {}}
     for split in ("validation", "test"):
-        sources, references = (read_text_lines(str(data / name), name) for name in FILES[split])
+        sources, references = (read_text_lines(str(data / file), file) for file in FILES[split])
         for threads in measuring.thread_counts if split == "test" else measuring.thread_counts[-1:]:
-            output = str(out / f"original.int8.{split}.txt")
+            output = str(out / f"{name}.int8.{split}.txt")
             speed = timed(measuring, exported, "int8", threads, sources, output)
             if split == "test":
                 entry["speed"][str(threads)] = speed
@@ -88,12 +101,14 @@ def original(args, data: Path, out: Path, bleu_tokenize: str) -> dict:
     return entry
 
 
-def table(args, report: dict, baseline: dict) -> str:
+def table(args, report: dict, baseline: dict, reference: dict | None) -> str:
     from benchmarks.report import machine_description, software_versions
 
     rows = {"teacher": (report["teacher"], report["models"]["teacher"]["int8"]),
             "student on the teacher's translations": (report["student"], report["models"]["student"]["int8"]),
             "student on the original pairs": (baseline, baseline)}
+    if reference is not None:
+        rows[f"reference `{args.reference}`"] = (reference, reference)
     threads = report["threads"]
     header = ["model", "parameters", "int8 size", "BLEU val", "chrF val", "BLEU test2016", "chrF test2016",
               *[f"sent/s, {n} thread{'s' if n > 1 else ''}" for n in threads]]
@@ -111,7 +126,26 @@ def table(args, report: dict, baseline: dict) -> str:
         speeds = [f"{measured['speed'][str(n)]['sentences_per_second']:.1f}" for n in threads]
         parameters = f"{facts['parameters']:,}" if facts["parameters"] else "unknown"
         lines.append("| " + " | ".join([name, parameters, f"{size / 1e6:.1f} MB", *scores, *speeds]) + " |")
+    lines += ["", *comparisons(report["models"]["student"]["int8"], baseline, reference, threads)]
     return "\n".join(lines) + "\n"
+
+
+def comparisons(student: dict, baseline: dict, reference: dict | None, threads) -> list[str]:
+    """The differences the targets are read from: distilled against original pairs (BLEU), and the student against
+    the reference (BLEU, and sentences/s at each thread count as a ratio)."""
+    def bleu(entry, split):
+        return entry["scores"][split]["bleu"]
+
+    found = ["Student on the teacher's translations minus the same student on the original pairs: "
+             + ", ".join(f"{bleu(student, split) - bleu(baseline, split):+.2f} BLEU {split}"
+                         for split in ("validation", "test")) + "."]
+    if reference is not None:
+        ratios = ", ".join(f"{student['speed'][str(n)]['sentences_per_second'] / reference['speed'][str(n)]['sentences_per_second']:.2f}x "
+                           f"at {n} thread{'s' if n > 1 else ''}" for n in threads)
+        found.append("Student on the teacher's translations against the reference: "
+                     + ", ".join(f"{bleu(student, split) - bleu(reference, split):+.2f} BLEU {split}"
+                                 for split in ("validation", "test")) + f"; sentences/s {ratios}.")
+    return found
 
 
 def main(argv=None):
@@ -124,6 +158,8 @@ def main(argv=None):
                         help="the benchmark's folder (default outputs/distill-benchmark)")
     parser.add_argument("--preset", default="multi30k-student", help="the students' preset (default multi30k-student)")
     parser.add_argument("--minutes", type=float, default=30.0, help="each student's time budget (default 30)")
+    parser.add_argument("--reference", help="a trained folder to compare the student with (e.g. the 30-minute "
+                        "multi30k-pre-ln model): exported to int8 and measured the same way")
     parser.add_argument("--write", action="store_true", help="replace this benchmark's section of RESULTS.md")
     parser.add_argument("recipe", nargs=argparse.REMAINDER, metavar="-- RECIPE OPTIONS",
                         help="more recipe options for both students, after --")
@@ -135,12 +171,15 @@ def main(argv=None):
     missing = [name for names in FILES.values() for name in names if not (data / name).is_file()]
     if missing:
         parser.error(f"--data {data} lacks {', '.join(missing)}")
-    if not os.path.isdir(args.teacher):
-        parser.error(f"--teacher folder not found: {args.teacher}")
+    for option in ("teacher", "reference"):
+        if getattr(args, option) is not None and not os.path.isdir(getattr(args, option)):
+            parser.error(f"--{option} folder not found: {getattr(args, option)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report = distilled(args, data, out)
-    text = table(args, report, original(args, data, out, report["bleu_tokenize"]))
+    reference = (measured(args, data, out, "reference", Path(args.reference), report["bleu_tokenize"])
+                 if args.reference else None)
+    text = table(args, report, original(args, data, out, report["bleu_tokenize"]), reference)
     print("\n" + text)
     if args.write:
         from benchmarks.report import write_section

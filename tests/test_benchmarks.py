@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.report import cpu_flags, cpu_model, machine_description, write_section
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, SHARED_DATA
 
 SCRIPTS = sorted(path.name for path in (REPO_ROOT / "benchmarks").glob("*.py")
                  if 'if __name__ == "__main__":' in path.read_text(encoding="utf-8"))
@@ -180,3 +180,109 @@ def test_serve_two_models_benchmark_refuses_bad_options_in_one_line(tmp_path, ca
         err = capsys.readouterr().err
         assert exit_info.value.code == 2 and message in err.splitlines()[-1] and "Traceback" not in err
     assert not list(tmp_path.iterdir())  # refused before training or writing anything
+
+
+def test_student_speed_refuses_bad_options_in_one_line(tmp_path, capsys):
+    from benchmarks.student_speed import main
+
+    for options, message in (
+            (["--reference", "no-such-preset"], "--reference: no preset 'no-such-preset'"),
+            (["--shape", "wide", "d_model"], "--shape wide: config values are KEY=VALUE, got d_model"),
+            (["--rounds", "0"], "--rounds and --batch-size must be at least 1"),
+            (["--data", str(tmp_path)], f"--data {tmp_path}: Multi30k's train.en")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(options)
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and message in err.splitlines()[-1] and "Traceback" not in err
+
+
+@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="needs ../shared/data/multi30k")
+def test_student_speed_times_every_shape_with_the_configuration_it_names(tmp_path):
+    """On 400 Multi30k pairs: one row per shape, in order, the reference's ratio 1; each exported model (read back
+    while the exports exist: the checkpoint's config.json, the export's tokenizer) has the layers and width asked for, the row's parameters
+    are those of a model built from that saved config, and the model translates every sentence into exactly the
+    references' mean length under its own saved tokenizer."""
+    import statistics
+
+    import ctranslate2
+    from transformers import AutoTokenizer
+
+    from benchmarks import student_speed
+    from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+
+    for name in ("train.en", "train.de", "test_2016_flickr.en", "test_2016_flickr.de"):
+        lines = (SHARED_DATA / name).read_text(encoding="utf-8").splitlines()
+        (tmp_path / name).write_text("\n".join(lines[:400] if name.startswith("train") else lines[:40]) + "\n",
+                                     encoding="utf-8")
+    references = (tmp_path / "test_2016_flickr.de").read_text(encoding="utf-8").splitlines()
+    shapes = (("deep-shallow", dict(encoder_layers=2, decoder_layers=1, d_model=64, vocab_size=400)),
+              ("narrow", dict(d_model=32, encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=300)))
+    seen = {}
+    real_build = student_speed.build
+
+    def build(*args):
+        built = real_build(*args)
+        for name, (folder, tokens, length, *_) in built.items():
+            config = VanillaTransformerConfig.from_pretrained(folder.removesuffix("-ct2"))  # the exported checkpoint
+            tokenizer = AutoTokenizer.from_pretrained(folder)
+            translator = ctranslate2.Translator(folder, device="cpu", compute_type="int8", intra_threads=1)
+            results = translator.translate_batch(tokens, beam_size=4, min_decoding_length=length,
+                                                 max_decoding_length=length)
+            seen[name] = dict(config=config, tokens=len(tokens), length=length,
+                              mean_length=round(statistics.mean(len(tokenizer(text)["input_ids"]) for text in references)),
+                              output_lengths={len(result.hypotheses[0]) for result in results},
+                              parameters=VanillaTransformerForConditionalGeneration(config).num_parameters())
+        return built
+
+    student_speed.build = build
+    try:
+        result = student_speed.measure("multi30k-pre-ln", shapes, tmp_path, rounds=1, batch_size=8)
+    finally:
+        student_speed.build = real_build
+    rows = {row["shape"]: row for row in result["rows"]}
+    assert list(rows) == ["reference", "deep-shallow", "narrow"] and rows["reference"]["ratio"] == 1.0
+    for name, values in (("reference", dict(encoder_layers=3, decoder_layers=3, d_model=256)), *shapes):
+        config, row = seen[name]["config"], rows[name]
+        assert all(getattr(config, key) == value for key, value in values.items() if key != "vocab_size")
+        assert row["layers"] == f"{config.encoder_layers}+{config.decoder_layers}" and row["d_model"] == config.d_model
+        assert row["parameters"] == seen[name]["parameters"] and row["sentences_per_second"] > 0
+        assert seen[name]["tokens"] == 40 and row["output_tokens"] == seen[name]["length"] == seen[name]["mean_length"]
+        assert seen[name]["output_lengths"] == {seen[name]["length"]}
+
+
+def test_distill_benchmark_reads_its_targets_from_the_measurements(tmp_path, capsys):
+    """The closing lines of benchmarks/distill.py's table: distilled minus original BLEU, and the student's BLEU
+    difference and speed ratio against --reference, computed here from the same numbers; a --reference that is not a
+    folder is refused in one line before anything runs."""
+    import random
+
+    from benchmarks.distill import comparisons, main
+
+    rng = random.Random(3)
+
+    def entry():
+        return {"scores": {split: {"bleu": rng.uniform(5, 45)} for split in ("validation", "test")},
+                "speed": {str(n): {"sentences_per_second": rng.uniform(50, 900)} for n in (1, 2)}}
+
+    student, baseline, reference = entry(), entry(), entry()
+    distilled_line, reference_line = comparisons(student, baseline, reference, (1, 2))
+    for split in ("validation", "test"):
+        assert f"{student['scores'][split]['bleu'] - baseline['scores'][split]['bleu']:+.2f} BLEU {split}" in distilled_line
+        assert f"{student['scores'][split]['bleu'] - reference['scores'][split]['bleu']:+.2f} BLEU {split}" in reference_line
+    for n in (1, 2):
+        ratio = student["speed"][str(n)]["sentences_per_second"] / reference["speed"][str(n)]["sentences_per_second"]
+        assert f"{ratio:.2f}x at {n} thread" in reference_line
+    assert len(comparisons(student, baseline, None, (1, 2))) == 1
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("train", "val", "test_2016_flickr"):
+        for language in ("en", "de"):
+            (data / f"{name}.{language}").write_text("a\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--teacher", str(data), "--reference", str(tmp_path / "none"), "--out", str(tmp_path / "out"),
+              "--data", str(data)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "Traceback" not in err
+    assert f"--reference folder not found: {tmp_path / 'none'}" in err.splitlines()[-1]
+    assert not (tmp_path / "out").exists()

@@ -6,7 +6,9 @@ teacher, and the same student trained on the original pairs for the same minutes
     python benchmarks/distill.py --teacher outputs/m120 --reference outputs/m30 --minutes 30 --write
     python benchmarks/distill.py --teacher T --preset multi30k-student -- --encoder-layers 4 --decoder-layers 2
 
-Two runs of the student preset (`--preset`, default `multi30k-student`), each with a time budget of `--minutes`:
+Two runs of the student preset (`--preset`, default `multi30k-student`), each with a time budget of `--minutes`, or
+each of `--steps` steps (the same student makes the same steps in the same minutes on a quiet machine; a step count
+keeps the two runs equal where other work shares the machine, or where they run side by side):
 
 - distilled: `vanilla-transformer distill --teacher T` on Multi30k's train.en (the teacher translates it with its own
   beam search), validation val.{en,de}, test test_2016_flickr.{en,de}; its report.md compares teacher and student;
@@ -44,7 +46,8 @@ FILES = {"train": ("train.en", "train.de"), "validation": ("val.en", "val.de"),
 
 
 def recipe_options(args) -> list[str]:
-    return ["--preset", args.preset, "--max-train-minutes", f"{args.minutes:g}", *args.recipe]
+    budget = ["--max-steps", str(args.steps)] if args.steps else ["--max-train-minutes", f"{args.minutes:g}"]
+    return ["--preset", args.preset, *budget, *args.recipe]
 
 
 def distilled(args, data: Path, out: Path) -> dict:
@@ -114,8 +117,9 @@ def table(args, report: dict, baseline: dict, reference: dict | None) -> str:
               *[f"sent/s, {n} thread{'s' if n > 1 else ''}" for n in threads]]
     lines = [SECTION, "", f"Measured {date.today().isoformat()} on {machine_description()}; {software_versions()}.",
              f"Command: `python benchmarks/distill.py {' '.join(sys.argv[1:])}`", "",
-             f"Teacher `{args.teacher}`; both students: `--preset {args.preset}` with a {args.minutes:g}-minute "
-             "budget" + (f" and `{' '.join(args.recipe)}`" if args.recipe else "") + ". Translated by CTranslate2 "
+             f"Teacher `{args.teacher}`; both students: `--preset {args.preset}` with "
+             + (f"{args.steps:,} steps" if args.steps else f"a {args.minutes:g}-minute budget")
+             + (f" and `{' '.join(args.recipe)}`" if args.recipe else "") + ". Translated by CTranslate2 "
              f"in int8, each model's own beam search; sacreBLEU ({report['bleu_tokenize']} tokenization) and chrF.", "",
              "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for name, (facts, measured) in rows.items():
@@ -157,7 +161,9 @@ def main(argv=None):
     parser.add_argument("--out", default=str(ROOT / "outputs" / "distill-benchmark"),
                         help="the benchmark's folder (default outputs/distill-benchmark)")
     parser.add_argument("--preset", default="multi30k-student", help="the students' preset (default multi30k-student)")
-    parser.add_argument("--minutes", type=float, default=30.0, help="each student's time budget (default 30)")
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument("--minutes", type=float, default=30.0, help="each student's time budget (default 30)")
+    budget.add_argument("--steps", type=int, help="each student's steps, instead of a time budget")
     parser.add_argument("--reference", help="a trained folder to compare the student with (e.g. the 30-minute "
                         "multi30k-pre-ln model): exported to int8 and measured the same way")
     parser.add_argument("--write", action="store_true", help="replace this benchmark's section of RESULTS.md")
@@ -167,6 +173,8 @@ def main(argv=None):
     args.recipe = args.recipe[1:] if args.recipe[:1] == ["--"] else args.recipe
     if not args.minutes > 0:
         parser.error(f"--minutes must be positive, got {args.minutes}")
+    if args.steps is not None and args.steps < 1:
+        parser.error(f"--steps must be at least 1, got {args.steps}")
     data = Path(args.data)
     missing = [name for names in FILES.values() for name in names if not (data / name).is_file()]
     if missing:

@@ -285,4 +285,9 @@ def test_distill_benchmark_reads_its_targets_from_the_measurements(tmp_path, cap
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "Traceback" not in err
     assert f"--reference folder not found: {tmp_path / 'none'}" in err.splitlines()[-1]
+    for options, message in ((["--steps", "0"], "--steps must be at least 1, got 0"),
+                             (["--steps", "5", "--minutes", "3"], "not allowed with argument --steps")):
+        with pytest.raises(SystemExit):
+            main(["--teacher", str(data), "--out", str(tmp_path / "out"), "--data", str(data), *options])
+        assert message in capsys.readouterr().err.splitlines()[-1]
     assert not (tmp_path / "out").exists()

@@ -20,8 +20,10 @@ same way, and the table ends with the student's BLEU difference and speed ratio 
 
 The table: BLEU and chrF on val and test2016 (CTranslate2 int8), sentences/s (int8, beam as each model's
 generation_config, 1 thread and every thread), parameters and size of the int8 export, for the teacher, the two
-students and the reference; then distilled minus original pairs, and the student against the reference. Everything lives in `--out` (default outputs/distill-benchmark): a benchmark stopped midway continues where
-it was when run again with the same options. Multi30k is found beside the checkout (../shared/data/multi30k) or
+students and the reference; then distilled minus original pairs, and the student against the reference.
+
+Everything lives in `--out` (default outputs/distill-benchmark): a benchmark stopped midway continues where it was
+when run again with the same options. Multi30k is found beside the checkout (../shared/data/multi30k) or
 beside its folder of worktrees, as the other benchmarks find it; `--data` overrides. The extra recipe options after
 `--` go to both students.
 """
@@ -144,8 +146,11 @@ def comparisons(student: dict, baseline: dict, reference: dict | None, threads) 
              + ", ".join(f"{bleu(student, split) - bleu(baseline, split):+.2f} BLEU {split}"
                          for split in ("validation", "test")) + "."]
     if reference is not None:
-        ratios = ", ".join(f"{student['speed'][str(n)]['sentences_per_second'] / reference['speed'][str(n)]['sentences_per_second']:.2f}x "
-                           f"at {n} thread{'s' if n > 1 else ''}" for n in threads)
+        def speed(entry, n):
+            return entry["speed"][str(n)]["sentences_per_second"]
+
+        ratios = ", ".join(f"{speed(student, n) / speed(reference, n):.2f}x at {n} thread{'s' if n > 1 else ''}"
+                           for n in threads)
         found.append("Student on the teacher's translations against the reference: "
                      + ", ".join(f"{bleu(student, split) - bleu(reference, split):+.2f} BLEU {split}"
                                  for split in ("validation", "test")) + f"; sentences/s {ratios}.")

@@ -85,6 +85,21 @@ def test_given_threads_and_omp_num_threads_are_obeyed(exported, measuring, monke
     assert CTranslate2Translator(exported).thread_choice == {}  # one core: nothing to choose
 
 
+def test_loading_leaves_torchs_threads_as_they_were(exported, measuring):
+    """CTranslate2 sets the loading thread's OpenMP thread count to its own, which torch shares where both use one
+    OpenMP runtime (a student trained after the teacher's pass ran on one thread): after a load at 1 thread, at 2 and
+    measured, torch's count is the caller's; the engine still translates with what it chose."""
+    import torch
+
+    for torch_threads in (2, 3):
+        for intra_threads in (1, 2, None):
+            torch.set_num_threads(torch_threads)
+            engine = CTranslate2Translator(exported, intra_threads=intra_threads)
+            assert torch.get_num_threads() == torch_threads
+            assert engine.intra_threads in ((1, 2) if intra_threads is None else (intra_threads,))
+    torch.set_num_threads(1)
+
+
 @pytest.mark.parametrize("decoding", [dict(num_beams=1), dict(num_beams=4)])
 def test_the_translations_are_the_same_whatever_the_threads(exported, measuring, decoding):
     texts = GERMAN + [text.upper() for text in GERMAN]

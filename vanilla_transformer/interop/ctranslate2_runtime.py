@@ -24,6 +24,7 @@ positive `OMP_NUM_THREADS` in the environment: the user's own choice of threads.
 import json
 import os
 import random
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -186,6 +187,11 @@ class CTranslate2Translator:
                                   if (folder / "generation_config.json").is_file() else GenerationConfig())
 
         def load(threads: int):
+            # Loading sets the calling thread's OpenMP thread count to `threads`, and torch, where it shares the
+            # OpenMP runtime, would then train or translate on that many threads for the rest of the process (a
+            # student trained after the teacher's CTranslate2 pass ran on one): torch's count is put back.
+            torch = sys.modules.get("torch")
+            torch_threads = torch.get_num_threads() if torch is not None else None
             try:
                 return ctranslate2.Translator(str(folder), device=device_type, device_index=int(index or 0),
                                               compute_type=compute_type, inter_threads=inter_threads,
@@ -193,6 +199,9 @@ class CTranslate2Translator:
             except (RuntimeError, ValueError) as error:  # e.g. "Variable '...' has an invalid payload size"
                 raise CheckpointError(f"CTranslate2 cannot load {folder} ({one_line(error)}): model.bin or "
                                       f"config.json is damaged (cut short?); {EXPORT_AGAIN}") from None
+            finally:
+                if torch_threads is not None and torch.get_num_threads() != torch_threads:
+                    torch.set_num_threads(torch_threads)
 
         self.thread_choice: dict[int, float] = {}  # threads -> seconds of the probe batch, where measured
         cores = min(DEFAULT_INTRA_THREADS, usable_cores())

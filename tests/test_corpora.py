@@ -11,6 +11,7 @@ import gzip
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tracemalloc
@@ -553,7 +554,8 @@ def test_a_streamed_run_under_a_time_budget_trains_the_planned_steps_and_writes_
     metrics = train_main(run_args(source, target, out, cache, "--streaming", "--max_train_minutes", "0.25",
                                   "--budget_seconds_per_step", "0.5", "--lr_scheduler_type", "linear", "--logging_steps", "1",
                                   "--shuffle_buffer_pairs", "30", "--maxi_batch_pairs", "20"))
-    assert "-> 29 steps expected" in capsys.readouterr().out
+    console = capsys.readouterr().out
+    assert "-> 29 steps expected" in console
     state = json.loads((out / "trainer_state.json").read_text())
     assert state["global_step"] == metrics["time_budget"]["total_steps"] == 29
     losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
@@ -569,3 +571,9 @@ def test_a_streamed_run_under_a_time_budget_trains_the_planned_steps_and_writes_
     assert "train_pairs_used" not in metrics
     pairs_trained = metrics["train_samples_per_second"] * metrics["train_runtime"]
     assert 29 * 0.99 <= pairs_trained <= 29 * 300 / 2, pairs_trained
+    # the console's and trainer_state.json's end-of-training line say the same speed, not the Trainer's
+    # steps x --per_device_train_batch_size
+    printed = re.findall(r"'train_samples_per_second': '([^']+)'", console)
+    logged = [entry["train_samples_per_second"] for entry in state["log_history"] if "train_samples_per_second" in entry]
+    assert len(printed) == len(logged) == 1, console[-2000:]
+    assert float(printed[0]) == pytest.approx(metrics["train_samples_per_second"], rel=1e-3) == logged[0]

@@ -66,11 +66,10 @@ def train(trainer, training_args, resume: str | None) -> dict:
         trainer.state = TrainerState.load_from_json(os.path.join(resume, "trainer_state.json"))
         return {}
     train_result = trainer.train(resume_from_checkpoint=resume)
-    if training_args.max_tokens and "train_samples_per_second" in train_result.metrics:  # token batches
-        speed = trainer.pairs_per_second(train_result.metrics.get("train_runtime"))
-        for entry in (train_result.metrics, trainer.state.log_history[-1] if trainer.state.log_history else {}):
-            if "train_samples_per_second" in entry:
-                entry["train_samples_per_second"] = speed
+    if training_args.max_tokens and "train_samples_per_second" in train_result.metrics:  # token batches (the log's
+        # copy is counted in pairs by the trainer's `log`)
+        train_result.metrics["train_samples_per_second"] = trainer.pairs_per_second(
+            train_result.metrics.get("train_runtime"))
     # One write with its newline: processes sharing a pipe cannot split the line.
     sys.stdout.write(f"Finished training on rank {training_args.process_index} of {training_args.world_size} "
                      f"(step {trainer.state.global_step})\n")

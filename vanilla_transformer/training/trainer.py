@@ -310,6 +310,13 @@ class TranslationTrainer(Seq2SeqTrainer):
         with attention_kernel(self.args, inputs):
             return super().training_step(model, inputs, *args, **kwargs)
 
+    def log(self, logs: dict, *args, **kwargs) -> None:
+        """The Trainer's log, with the end of training's `train_samples_per_second` counted in pairs where batches
+        are token batches (`pairs_per_second`): the console and trainer_state.json say what the run did."""
+        if getattr(self.args, "max_tokens", None) and "train_samples_per_second" in logs:
+            logs = {**logs, "train_samples_per_second": self.pairs_per_second(logs.get("train_runtime"))}
+        super().log(logs, *args, **kwargs)
+
     def pairs_per_second(self, runtime: float) -> float | None:
         """Training pairs per second over `runtime` seconds, counted in the batches every process trained on. The
         Trainer's own `train_samples_per_second` multiplies the steps by --per_device_train_batch_size, which token

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from vanilla_transformer.files.measurements import instruction_limits
 from vanilla_transformer.training.precision import cpu_flags as all_cpu_flags
 from vanilla_transformer.training.precision import cpu_model  # noqa: F401  (part of this module's report)
 
@@ -30,7 +31,8 @@ def cpu_flags(wanted: tuple[str, ...] = MATMUL_FLAGS) -> list[str]:
 
 
 def machine_description() -> str:
-    """The GPUs (if any), the CPU model, cores, torch threads, the load at the start, and the matmul CPU flags."""
+    """The GPUs (if any), the CPU model, cores, torch threads, the load at the start, the matmul CPU flags and any
+    instruction limit set in the environment (`ONEDNN_MAX_CPU_ISA` and the like)."""
     import torch
 
     if torch.cuda.is_available():
@@ -42,7 +44,9 @@ def machine_description() -> str:
             # the 1-minute load average: below half the cores, what ran before has all but gone
             shared = " (other work running)" if load >= 0.5 * (os.cpu_count() or 1) else ""
             machine += f", load average {load:.1f} at the start{shared}"
-    return f"{machine}; CPU flags: {', '.join(cpu_flags()) or 'none listed'}"
+    limits = instruction_limits()
+    limited = f"; instructions limited by {limits}" if limits else ""
+    return f"{machine}; CPU flags: {', '.join(cpu_flags()) or 'none listed'}{limited}"
 
 
 def software_versions() -> str:

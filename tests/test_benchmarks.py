@@ -13,6 +13,7 @@ import pytest
 
 from benchmarks.report import cpu_flags, cpu_model, machine_description, write_section
 from helpers import REPO_ROOT, SHARED_DATA
+from vanilla_transformer.files.measurements import INSTRUCTION_LIMITS
 
 SCRIPTS = sorted(path.name for path in (REPO_ROOT / "benchmarks").glob("*.py")
                  if 'if __name__ == "__main__":' in path.read_text(encoding="utf-8"))
@@ -29,7 +30,9 @@ def test_write_section_replaces_its_own_section_and_keeps_the_others(tmp_path):
     assert path.read_text() == "# Benchmark results\n\n## Speed\n\nsecond\n\n## Quality\n\nnew\n"
 
 
-def test_machine_description_names_the_cpu_and_its_matmul_flags():
+def test_machine_description_names_the_cpu_and_its_matmul_flags(monkeypatch):
+    for name in INSTRUCTION_LIMITS:
+        monkeypatch.delenv(name, raising=False)
     cpuinfo = Path("/proc/cpuinfo")
     if not cpuinfo.exists():
         pytest.skip("no /proc/cpuinfo on this system")
@@ -41,6 +44,18 @@ def test_machine_description_names_the_cpu_and_its_matmul_flags():
     description = machine_description()
     assert model in description
     assert description.endswith("CPU flags: " + (", ".join(cpu_flags()) or "none listed"))
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")  # the measurement is not the machine's own
+    assert machine_description().endswith("; instructions limited by ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16")
+
+
+def test_precision_choice_refuses_a_bad_limit_in_one_line(capsys):
+    from benchmarks import precision_choice
+
+    for limit in ("ONEDNN_MAX_CPU_ISA", "ONEDNN_MAX_CPU_ISA=", "PATH=/tmp", "=AVX2"):
+        with pytest.raises(SystemExit) as exit_info:
+            precision_choice.main(["--limit", limit])
+        assert exit_info.value.code == 2
+        assert "--limit takes NAME=VALUE with NAME one of ONEDNN_MAX_CPU_ISA, " in capsys.readouterr().err
 
 
 # `python benchmarks/NAME.py --help` for each NAME, at the cost of one interpreter: this script imports the heavy

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import vanilla_transformer.training.precision as precision
+from vanilla_transformer.files.measurements import INSTRUCTION_LIMITS
 from vanilla_transformer.training.arguments import parse_arguments
 
 CPUINFO = """processor\t: 0
@@ -77,6 +78,29 @@ def test_the_answer_is_kept_per_machine_and_width(measured, tmp_path, monkeypatc
     monkeypatch.setattr(torch, "__version__", "9.9.9")  # another torch: measured again
     precision.default_precision(d_model=64, d_ff=256)
     assert calls[-1] == (64, 256) and len(calls) == 3
+
+
+@pytest.mark.parametrize("name, value", [("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16"), ("ATEN_CPU_CAPABILITY", "avx2"),
+                                         ("MKL_ENABLE_INSTRUCTIONS", "AVX2")])
+def test_an_instruction_limit_in_the_environment_is_measured_apart(measured, tmp_path, monkeypatch, name, value):
+    """oneDNN, PyTorch's kernels and MKL obey these variables: bf16 without AMX is another machine (a CPU with
+    avx512_bf16 and no AMX), and its answer must neither come from nor replace the machine's own."""
+    for limit in INSTRUCTION_LIMITS:
+        monkeypatch.delenv(limit, raising=False)
+    calls, timings = measured
+    timings.update(fp32=10.0, bf16=6.0)
+    assert precision.default_precision(d_model=64, d_ff=256)[0]["bf16"] is True
+    monkeypatch.setenv(name, value)
+    timings.update(fp32=10.0, bf16=15.0)  # slower in bf16 under the limit
+    assert precision.default_precision(d_model=64, d_ff=256)[0] == {"bf16": False}
+    assert len(calls) == 2
+    monkeypatch.setattr(precision, "_measured", {})  # new processes, with and without the limit: both from the file
+    assert precision.default_precision(d_model=64, d_ff=256)[0] == {"bf16": False}
+    monkeypatch.delenv(name)
+    assert precision.default_precision(d_model=64, d_ff=256)[0]["bf16"] is True
+    assert len(calls) == 2
+    keys = json.loads((tmp_path / "cache" / "precision.json").read_text())
+    assert sorted(f"{name}={value}" in key for key in keys) == [False, True]
 
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"x": 1}', ""])

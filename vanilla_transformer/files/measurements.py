@@ -29,6 +29,23 @@ def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
     return cpuinfo_field("model name", cpuinfo) or platform.processor() or platform.machine() or "unknown CPU"
 
 
+# environment variables that limit the instructions the math libraries use (oneDNN, PyTorch's own kernels, MKL,
+# CTranslate2): what is fast under one of them is not what is fast on the machine, so they are part of every key
+INSTRUCTION_LIMITS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS",
+                      "CT2_FORCE_CPU_ISA")
+
+
+def instruction_limits() -> str:
+    """The instruction limits set in the environment, as "NAME=value, ..." ("" where none is set)."""
+    return ", ".join(f"{name}={os.environ[name]}" for name in INSTRUCTION_LIMITS if os.environ.get(name))
+
+
+def machine_key(*parts: str) -> str:
+    """A measurement's cache key: the CPU model, `parts`, and the instruction limits where any is set."""
+    limits = instruction_limits()
+    return " | ".join([cpu_model(), *parts, *([limits] if limits else [])])
+
+
 def measurements_path(name: str) -> str:
     return os.path.join(hub_constants.HF_HOME, "vanilla-transformer", f"{name}.json")
 
@@ -59,4 +76,5 @@ def write_json_atomically(path: str, value) -> None:
         pass  # no cache: the next run measures again
 
 
-__all__ = ["cpu_model", "cpuinfo_field", "measurements_path", "read_measurements", "write_json_atomically"]
+__all__ = ["INSTRUCTION_LIMITS", "cpu_model", "cpuinfo_field", "instruction_limits", "machine_key", "measurements_path",
+           "read_measurements", "write_json_atomically"]

@@ -16,7 +16,8 @@ The translator is loaded with one thread and with CTranslate2's default (`min(4,
 batch of the folder's own tokens (`THREAD_PROBE`: beam search as the folder's generation config, a few short
 rows, the best of a few rounds), and the faster is kept (`thread_choice` records both times). The choice is kept in
 `$HF_HOME/vanilla-transformer/ctranslate2-threads.json`, keyed by the CPU model, the cores, CTranslate2's version,
-the compute type, the size of model.bin and the beam, so a machine measures a model's shape once (about 0.5 s), and
+the compute type, the size of model.bin, the beam and any instruction limit set in the environment
+(`CT2_FORCE_CPU_ISA` and the like), so a machine measures a model's shape once (about 0.5 s), and
 a later load only reads it. A given `intra_threads` is used as it is (0 is CTranslate2's default), and so is a
 positive `OMP_NUM_THREADS` in the environment: the user's own choice of threads.
 """
@@ -42,7 +43,7 @@ from vanilla_transformer.extras import import_extra
 from vanilla_transformer.files.errors import one_line
 from vanilla_transformer.files.hashing import sha256_of_file
 from vanilla_transformer.files.measurements import (
-    cpu_model,
+    machine_key,
     measurements_path,
     read_measurements,
     write_json_atomically,
@@ -229,8 +230,9 @@ class CTranslate2Translator:
         the cache says or as measured now (and then cached); the timings go to `thread_choice`."""
         beam = max(1, int(self.generation_config.num_beams or 1))
         cache_path = cache_path or measurements_path("ctranslate2-threads")
-        key = (f"{cpu_model()} | {usable_cores()} cores | ctranslate2 {version} | {compute_type} | model.bin "
-               f"{(folder / 'model.bin').stat().st_size} bytes | beam {beam} | threads {'/'.join(map(str, counts))}")
+        key = machine_key(f"{usable_cores()} cores", f"ctranslate2 {version}", compute_type,
+                          f"model.bin {(folder / 'model.bin').stat().st_size} bytes", f"beam {beam}",
+                          f"threads {'/'.join(map(str, counts))}")
         entry = read_measurements(cache_path).get(key)
         if (isinstance(entry, dict) and entry.get("choice") in counts and isinstance(entry.get("seconds"), dict)
                 and all(isinstance(entry["seconds"].get(str(n)), (int, float)) for n in counts)):  # else measured

@@ -8,7 +8,8 @@ printed.
   (the feed-forward network's two matrix products at the model's d_model and d_ff, forward and backward) in fp32 and
   in bf16 autocast, alternating, for about a second; picks the faster; prints both timings; and keeps the answer in
   `precision.json` under the Hugging Face cache (`$HF_HOME/vanilla-transformer/`), keyed by the CPU model, the torch
-  version, the number of threads and the widths, so later runs reuse it. Where bf16 autocast fails, fp32.
+  version, the number of threads, the widths and any instruction limit set in the environment (`ONEDNN_MAX_CPU_ISA`
+  and the like), so later runs reuse it. Where bf16 autocast fails, fp32.
 
 With bf16 autocast on the CPU the training step computes attention with PyTorch's math kernel (softmax(QK^T)V in
 matmuls, `sdpa_kernel(SDPBackend.MATH)`) instead of its CPU flash-attention kernel whenever the batch's longest
@@ -30,6 +31,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from vanilla_transformer.files.measurements import (  # noqa: F401  (cpu_model, cpuinfo_field: part of this module)
     cpu_model,
     cpuinfo_field,
+    machine_key,
     measurements_path,
     read_measurements,
     write_json_atomically,
@@ -98,8 +100,7 @@ def measured_cpu_precision(d_model: int, d_ff: int, cache_path: str | None = Non
     machine and these widths: read from the cache file when it holds them, else measured and written there
     (atomically; an unreadable or unwritable cache only means measuring again)."""
     cache_path = cache_path or precision_cache_path()
-    key = f"{cpu_model()} | torch {torch.__version__} | {torch.get_num_threads()} threads | d_model {d_model} " \
-          f"d_ff {d_ff}"
+    key = machine_key(f"torch {torch.__version__}", f"{torch.get_num_threads()} threads", f"d_model {d_model} d_ff {d_ff}")
     if key in _measured:
         return _measured[key]
     cache = read_measurements(cache_path)

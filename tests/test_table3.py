@@ -16,6 +16,7 @@ import torch
 
 from helpers import REPO_ROOT, run_main
 from vanilla_transformer.cli.main import main
+from vanilla_transformer.training.presets import paper_learning_rate
 from vanilla_transformer.training.table3 import PAPER_BASE, PAPER_TABLE3, Settings, plan_rows
 
 pytest.importorskip("datasets")
@@ -61,6 +62,15 @@ def test_our_rows_around_the_papers_base_are_the_papers_rows():
     assert [tuple(vars(row.settings).values()) for row in rows] == [settings for settings, *_ in PAPER]
     assert [(row.paper.ppl, row.paper.bleu, row.paper.params) for row in rows] == [tuple(p[1:]) for p in PAPER]
     assert all(row.same_as is None for row in rows)
+
+
+def test_every_row_learns_at_the_rate_the_papers_formula_gives_its_d_model():
+    """Equation 3's peak, d_model^-0.5 * warmup^-0.5, computed for each row's own d_model: the base row's rate
+    scaled, never the base row's rate for a wider or narrower model."""
+    rows = plan_rows(PAPER_BASE, seeds=1, learning_rate=paper_learning_rate(512, 4000))
+    for row in rows:
+        assert row.learning_rate == pytest.approx(paper_learning_rate(row.settings.d_model, 4000), rel=1e-12), row.key
+    assert {row.settings.d_model for row in rows} == {256, 512, 1024}
 
 
 def test_rows_scale_to_a_smaller_base_and_name_the_ones_that_coincide():
@@ -164,3 +174,36 @@ def test_the_table_has_the_papers_rows_and_numbers(study):
     data = json.loads((folder / "table3.json").read_text())
     assert data["steps"] == 3 and data["paper_steps"] == 100_000
     assert data["base"]["dev_bleu"]["n"] == 2
+
+
+@pytest.mark.slow  # the study's training runs
+def test_the_d_model_rows_train_at_the_scaled_rate_and_a_row_made_at_another_is_kept_and_trained_again(tmp_path,
+                                                                                                       capsys):
+    folder = tmp_path / "table3"
+    argv = ["study", "table3", "--out", str(folder), "--steps", "2", "--seeds", "1", "--rows", "C", "--no-figure",
+            "--", *RECIPE]
+    code, out, err = run_main(main, argv, capsys)
+    assert code == 0, err[-3000:]
+
+    def trained_rate(key):
+        return torch.load(folder / "rows" / key / "training_args.bin", weights_only=False).learning_rate
+
+    base = trained_rate("base-seed1")
+    assert trained_rate("C-dmodel256") == pytest.approx(base * (16 / 32) ** -0.5, rel=1e-12)
+    assert trained_rate("C-dmodel1024") == pytest.approx(base * (64 / 32) ** -0.5, rel=1e-12)
+    assert all(trained_rate(key) == base for key in ("C-N2", "C-N8", "C-dff1024", "C-dff4096"))
+    assert "times (d_model / 32)^-0.5" in (folder / "table3.md").read_text()
+
+    # a finished row that was trained at another rate (as a study made before the rates were scaled)
+    row = folder / "rows" / "C-dmodel1024"
+    done = json.loads((row / "table3_row.json").read_text())
+    (row / "table3_row.json").write_text(json.dumps({**done, "learning_rate": 0.5}))
+    model = (row / "model.safetensors").read_bytes()
+    code, out, err = run_main(main, argv, capsys)
+    assert code == 0, err[-3000:]
+    assert "C-dmodel1024: trained at learning rate 0.5, the study plans" in out and "C-dmodel1024: training" in out
+    assert "C-dmodel256: finished" in out and "C-dmodel256: training" not in out
+    kept = folder / "rows" / "C-dmodel1024.lr0.5"
+    assert (kept / "model.safetensors").read_bytes() == model  # nothing deleted
+    assert trained_rate("C-dmodel1024") == pytest.approx(base * 2 ** -0.5, rel=1e-12)
+    assert json.loads((row / "table3_row.json").read_text())["learning_rate"] == pytest.approx(base * 2 ** -0.5)

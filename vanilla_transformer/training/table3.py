@@ -9,10 +9,14 @@ study does the same with the reader's recipe options (a preset and data) as the 
   stays zero, a single head stays single;
 - every row trains for the same number of steps, as in the paper: `--steps`, or the steps the base row makes in
   `--minutes` (measured once by a time-budget run of the base row, `steps-calibration/`);
+- every row trains with the base row's learning rate, scaled by d_model^-0.5 for a row of another d_model as the
+  paper's equation 3 scales it (its d_model 1024 row learns at 0.71x the base's rate): a wider model at the narrow
+  one's rate diverges;
 - the base row trains once per seed, so a difference is read against the run-to-run spread (`Noise`);
 - each row is a run folder of the recipe under `rows/`, finished once `table3_row.json` is written there: a study
   that is stopped continues where it was (a row half trained resumes from its last checkpoint), never retraining a
-  finished row;
+  finished row; a row folder trained at another learning rate than the study now plans is kept beside, renamed, and
+  the row trained again;
 - the dev perplexity (per target token, without label smoothing) and the dev BLEU are measured on the saved model; the
   row's configuration in the table is read back from its saved config.json and training_args.bin.
 
@@ -20,6 +24,7 @@ The outputs, in the study folder: table3.md (the paper's layout, our numbers bes
 table3.png (BLEU per row with the base row's seed spread).
 """
 
+import contextlib
 import json
 import math
 import os
@@ -156,11 +161,12 @@ def scaled_settings(paper: PaperRow, base: Settings) -> Settings:
     return Settings(**values)
 
 
-def base_settings(recipe_options: list[str]) -> Settings:
-    """The base row: the model the recipe options build (their preset, then their own model options)."""
+def base_settings(recipe_options: list[str]) -> tuple[Settings, float]:
+    """The base row: the model the recipe options build (their preset, then their own model options), and the
+    learning rate it trains at (--learning_rate, else the preset's, else equation 3's for its d_model)."""
     data_args, model_args, training_args, _ = parse_arguments(recipe_options)
     config = VanillaTransformerConfig(**{**PRESETS[data_args.preset].model, **model_args.config_values()})
-    return settings_of(config, training_args.label_smoothing_factor)
+    return settings_of(config, training_args.label_smoothing_factor), float(training_args.learning_rate)
 
 
 def settings_of(config, label_smoothing: float) -> Settings:
@@ -178,6 +184,7 @@ class Row:
     paper: PaperRow
     settings: Settings
     seed: int
+    learning_rate: float
     same_as: str | None = None  # an earlier row that has these settings at our scale: not trained again
 
     def options(self, recipe_options: list[str]) -> list[str]:
@@ -188,18 +195,27 @@ class Row:
         return ["--encoder_layers", str(s.N), "--decoder_layers", str(s.N), "--d_model", str(s.d_model),
                 "--ffn_dim", str(s.d_ff), "--attention_heads", str(s.h), "--dropout", str(s.P_drop),
                 "--label_smoothing_factor", str(s.eps_ls), "--config_overrides", ",".join(overrides),
-                "--seed", str(self.seed)]
+                "--learning_rate", repr(self.learning_rate), "--seed", str(self.seed)]
 
 
-def plan_rows(base: Settings, seeds: int, groups=GROUPS) -> list[Row]:
-    """The base row once per seed, then each paper row of `groups` scaled to `base` (seed FIRST_SEED); a row whose
-    settings an earlier row already has names it in `same_as`."""
-    rows = [Row(f"base-seed{seed}", PAPER_ROWS["base"], base, seed) for seed in range(FIRST_SEED, FIRST_SEED + seeds)]
+def scaled_learning_rate(base_rate: float, base: Settings, settings: Settings) -> float:
+    """The base row's learning rate for a row of `settings`: times (d_model / base d_model)^-0.5, the factor by which
+    equation 3 (lrate = d_model^-0.5 * ...) moves it."""
+    return base_rate if settings.d_model == base.d_model else base_rate * (settings.d_model / base.d_model) ** -0.5
+
+
+def plan_rows(base: Settings, seeds: int, groups=GROUPS, learning_rate: float = 1.0) -> list[Row]:
+    """The base row once per seed, then each paper row of `groups` scaled to `base` (seed FIRST_SEED) and trained at
+    `learning_rate` (the base row's) scaled to its d_model; a row whose settings an earlier row already has names it
+    in `same_as`."""
+    rows = [Row(f"base-seed{seed}", PAPER_ROWS["base"], base, seed, learning_rate)
+            for seed in range(FIRST_SEED, FIRST_SEED + seeds)]
     seen = {base: rows[0].key}
     for paper in PAPER_TABLE3[1:]:
         if paper.group in groups:
             settings = scaled_settings(paper, base)
-            rows.append(Row(paper.key, paper, settings, FIRST_SEED, same_as=seen.get(settings)))
+            rows.append(Row(paper.key, paper, settings, FIRST_SEED, scaled_learning_rate(learning_rate, base, settings),
+                            same_as=seen.get(settings)))
             seen.setdefault(settings, paper.key)
     return rows
 
@@ -361,6 +377,11 @@ def train_row(study: Study, row: Row) -> dict:
     last checkpoint when it has one) and measured."""
     folder = study.row_folder(row)
     done = os.path.join(folder, ROW_DONE)
+    trained = trained_learning_rate(folder)
+    if trained is not None and not math.isclose(trained, row.learning_rate, rel_tol=1e-6):
+        aside = set_aside(folder, f"lr{trained:g}")
+        print(f"{row.key}: trained at learning rate {trained:g}, the study plans {row.learning_rate:g}; kept as "
+              f"{aside}, training the row again", flush=True)
     if os.path.isfile(done):
         print(f"{row.key}: finished ({done})", flush=True)
         return read_json(done)
@@ -378,6 +399,31 @@ def train_row(study: Study, row: Row) -> dict:
     return result
 
 
+def trained_learning_rate(folder: str) -> float | None:
+    """The learning rate the run in `folder` trains at: its table3_row.json's once finished, else the one in its
+    training_args.bin (the folder's, else its last checkpoint's); None for a row not started."""
+    done = os.path.join(folder, ROW_DONE)
+    if os.path.isfile(done):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            return float(read_json(done)["learning_rate"])
+    checkpoint = get_last_checkpoint(folder) if os.path.isdir(folder) else None
+    for place in (folder, checkpoint):
+        path = os.path.join(place, "training_args.bin") if place else None
+        if path and os.path.isfile(path):
+            return float(torch.load(path, weights_only=False).learning_rate)  # the study's own file
+    return None
+
+
+def set_aside(folder: str, label: str) -> str:
+    """Rename `folder` to an unused `folder.label[-k]` (kept, not deleted); returns the new path."""
+    aside, k = f"{folder}.{label}", 1
+    while os.path.exists(aside):
+        k += 1
+        aside = f"{folder}.{label}-{k}"
+    os.replace(folder, aside)
+    return aside
+
+
 def measure_row(folder: str, sources: list[str], targets: list[str], data_args, metrics: dict) -> dict:
     """What the table shows of a finished run folder: its settings read back from config.json and training_args.bin,
     its steps, parameters, dev perplexity and dev BLEU (the recipe's, when it scored the validation split)."""
@@ -388,7 +434,8 @@ def measure_row(folder: str, sources: list[str], targets: list[str], data_args, 
     if bleu is None:
         predictions = translate(model, tokenizer, sources, batch_size=64)
         bleu = translation_scores(predictions, targets, data_args.bleu_tokenize)["bleu"]
-    return {"settings": asdict(settings), "steps": finished_steps(folder), "params": model.num_parameters(),
+    return {"settings": asdict(settings), "learning_rate": float(training_args.learning_rate),
+            "steps": finished_steps(folder), "params": model.num_parameters(),
             "dev_ppl": dev_perplexity(model, tokenizer, sources, targets, data_args), "dev_bleu": float(bleu)}
 
 
@@ -454,7 +501,7 @@ def table(rows: list[Row], results: dict, steps: int) -> dict:
         paper = asdict(row.paper)
         result = results.get(row.same_as or row.key)
         entry = {"key": row.key, "group": row.paper.group, "seed": row.seed, "same_as": row.same_as, "paper": paper,
-                 "planned": asdict(row.settings), "result": result}
+                 "planned": asdict(row.settings), "learning_rate": row.learning_rate, "result": result}
         if result is not None and row.paper.group != "base" and noise:
             entry["within_noise"] = {metric: noise[metric].within(result[metric]) for metric in noise}
         entries.append(entry)
@@ -521,7 +568,13 @@ def legend(data: dict) -> str:
     bleu = data["base"].get("dev_bleu")
     margin = (f"a BLEU within {bleu['margin']:.2f} of the base mean" if bleu and bleu["margin"] is not None
               else "no margin: the base row has one seed")
-    return (f"Every row trained {data['steps']:,} steps (the paper: {data['paper_steps']:,}). Blank cells are the "
+    base_rate = data["rows"][0]["learning_rate"]
+    scaled = [f"{e['key']} {e['learning_rate']:.3g}" for e in data["rows"]
+              if not e["same_as"] and not math.isclose(e["learning_rate"], base_rate, rel_tol=1e-6)]
+    rates = (f" Learning rate {base_rate:.3g}" + (f"; times (d_model / {data['rows'][0]['planned']['d_model']})^-0.5 "
+             f"for a row of another d_model, as the paper's equation 3 scales it: {', '.join(scaled)}" if scaled else "")
+             + ".")
+    return (f"Every row trained {data['steps']:,} steps (the paper: {data['paper_steps']:,}).{rates} Blank cells are the "
             f"base row's values. ≈: the difference from the base row is within the seed noise ({margin}; "
             "2 s sqrt(1 + 1/n) over the n base seeds). The paper's numbers: Vaswani et al. (2017), Table 3, "
             "newstest2013, base model 65M parameters with a 37,000-token vocabulary.\n")
@@ -578,7 +631,8 @@ def run_study(folder: str, recipe_options: list[str], *, steps: int | None = Non
     check_recipe_options(recipe_options)
     if figure:
         import_extra("matplotlib", "plot", "The Table 3 figure")  # before hours of training
-    rows = plan_rows(base_settings(recipe_options), seeds, groups)
+    base, learning_rate = base_settings(recipe_options)
+    rows = plan_rows(base, seeds, groups, learning_rate)
     dev = read_dev_set(recipe_options, FIRST_SEED)  # the dev split exists, before anything is written
     study = open_study(folder, recipe_options, steps, minutes)
     study.dev_sets[FIRST_SEED] = dev

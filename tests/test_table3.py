@@ -17,7 +17,14 @@ import torch
 from helpers import REPO_ROOT, run_main
 from vanilla_transformer.cli.main import main
 from vanilla_transformer.training.presets import paper_learning_rate
-from vanilla_transformer.training.table3 import PAPER_BASE, PAPER_TABLE3, Settings, plan_rows
+from vanilla_transformer.training.table3 import (
+    PAPER_BASE,
+    PAPER_TABLE3,
+    Settings,
+    plan_rows,
+    set_aside,
+    trained_learning_rate,
+)
 
 pytest.importorskip("datasets")
 
@@ -83,6 +90,28 @@ def test_rows_scale_to_a_smaller_base_and_name_the_ones_that_coincide():
     assert rows["C-N4"].same_as == "C-N2"  # 2/3 of 2 layers rounds to what 1/3 of them does
     assert [rows[k].settings.d_model for k in ("C-dmodel256", "C-dmodel1024")] == [16, 64]
     assert [rows[k].settings.P_drop for k in ("D-drop0.0", "D-drop0.2")] == [0.0, 0.2]
+
+
+def test_the_rate_a_row_trained_at_is_read_from_its_last_checkpoint_or_its_record(tmp_path):
+    """A row stopped mid-training is judged by its last checkpoint's training_args.bin, a finished one by its
+    table3_row.json; a row set aside twice keeps both folders."""
+    from transformers import Seq2SeqTrainingArguments
+
+    row = tmp_path / "rows" / "C-dmodel1024"
+    assert trained_learning_rate(str(row)) is None
+    for step, rate in ((2, 0.003), (4, 0.002)):
+        (row / f"checkpoint-{step}").mkdir(parents=True)
+        torch.save(Seq2SeqTrainingArguments(output_dir=str(row), learning_rate=rate),
+                   row / f"checkpoint-{step}" / "training_args.bin")
+    assert trained_learning_rate(str(row)) == 0.002  # the last checkpoint's
+    (row / "table3_row.json").write_text(json.dumps({"learning_rate": 0.001}))
+    assert trained_learning_rate(str(row)) == 0.001
+    first = set_aside(str(row), "lr0.001")
+    row.mkdir()
+    (row / "table3_row.json").write_text(json.dumps({"learning_rate": 0.001}))
+    second = set_aside(str(row), "lr0.001")
+    assert (first, second) == (f"{row}.lr0.001", f"{row}.lr0.001-2") and not row.exists()
+    assert trained_learning_rate(first) == 0.001 and (tmp_path / "rows" / "C-dmodel1024.lr0.001" / "checkpoint-4").is_dir()
 
 
 @pytest.fixture(scope="module")

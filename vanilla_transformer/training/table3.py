@@ -201,7 +201,7 @@ class Row:
 def scaled_learning_rate(base_rate: float, base: Settings, settings: Settings) -> float:
     """The base row's learning rate for a row of `settings`: times (d_model / base d_model)^-0.5, the factor by which
     equation 3 (lrate = d_model^-0.5 * ...) moves it."""
-    return base_rate if settings.d_model == base.d_model else base_rate * (settings.d_model / base.d_model) ** -0.5
+    return base_rate * (settings.d_model / base.d_model) ** -0.5  # exactly base_rate at the base's d_model
 
 
 def plan_rows(base: Settings, seeds: int, groups=GROUPS, learning_rate: float = 1.0) -> list[Row]:

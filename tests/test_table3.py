@@ -22,6 +22,7 @@ from vanilla_transformer.training.table3 import (
     PAPER_TABLE3,
     Settings,
     plan_rows,
+    read_dev_set,
     set_aside,
     trained_learning_rate,
 )
@@ -236,3 +237,20 @@ def test_the_d_model_rows_train_at_the_scaled_rate_and_a_row_made_at_another_is_
     assert (kept / "model.safetensors").read_bytes() == model  # nothing deleted
     assert trained_rate("C-dmodel1024") == pytest.approx(base * 2 ** -0.5, rel=1e-12)
     assert json.loads((row / "table3_row.json").read_text())["learning_rate"] == pytest.approx(base * 2 ** -0.5)
+
+
+@pytest.mark.slow  # the study's training runs
+def test_a_study_on_the_first_pairs_trains_every_row_on_them(tmp_path, capsys):
+    """`--max_train_samples` among the recipe options (the paper's number of passes in few steps,
+    docs/table3.md's (D)) reaches the timing run and every row; the dev set stays whole."""
+    folder = tmp_path / "table3"
+    argv = ["study", "table3", "--out", str(folder), "--minutes", "0.02", "--seeds", "1", "--rows", "D",
+            "--no-figure", "--", *RECIPE, "--max_train_samples", "37"]
+    code, out, err = run_main(main, argv, capsys)
+    assert code == 0, err[-3000:]
+    folders = [folder / "steps-calibration", *sorted(path.parent for path in folder.glob("rows/*/table3_row.json"))]
+    assert len(folders) == 6  # the timing run, the base row and D's four rows
+    for row in folders:
+        assert "- **training pairs**: 37\n" in (row / "README.md").read_text(), row.name
+    subset = read_dev_set([*RECIPE, "--max_train_samples", "37"], 1)[:2]
+    assert subset == read_dev_set(RECIPE, 1)[:2] and len(subset[0]) == 24  # --max_eval_samples, not 37

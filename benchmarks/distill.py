@@ -21,6 +21,9 @@ same way, and the table ends with the student's BLEU difference and speed ratio 
 The table: BLEU and chrF on val and test2016 (CTranslate2 int8), sentences/s (int8, beam as each model's
 generation_config, 1 thread and every thread), parameters and size of the int8 export, for the teacher, the two
 students and the reference; then distilled minus original pairs, and the student against the reference.
+The speeds are measured anew by every run, side by side: all the int8 exports translate test2016 in alternating rounds
+(`--rounds`, after one warm-up round), and the table gives each one's median, so the ratios compare models timed under
+the same conditions (the distillation's own report times each model once, when its stage ends).
 
 Everything lives in `--out` (default outputs/distill-benchmark): a benchmark stopped midway continues where it was
 when run again with the same options. Multi30k is found beside the checkout (../shared/data/multi30k) or
@@ -106,14 +109,57 @@ def measured(args, data: Path, out: Path, name: str, folder: Path, bleu_tokenize
     return entry
 
 
-def table(args, report: dict, baseline: dict, reference: dict | None) -> str:
+def exports(report: dict, out: Path, reference: dict | None) -> dict[str, str]:
+    """The int8 CTranslate2 folder of every model in the table: {role: folder}."""
+    folders = {"teacher": report["models"]["teacher"]["int8"]["folder"],
+               "student": report["models"]["student"]["int8"]["folder"], "original": str(out / "original-ct2")}
+    if reference is not None:
+        folders["reference"] = str(out / "reference-ct2")
+    return folders
+
+
+def side_by_side(report: dict, data: Path, folders: dict[str, str], rounds: int) -> dict:
+    """Sentences/s of every int8 export on test2016, at each of the report's thread counts: the exports translate the
+    same sources in alternating rounds (the order reversed every other round; a first round warms up, uncounted), and
+    each one's median round counts: {role: {threads: {"sentences", "seconds", "sentences_per_second", "rounds"}}}."""
+    import statistics
+    import time
+
+    from vanilla_transformer.files import read_text_lines
+    from vanilla_transformer.training.distill import translator
+    from vanilla_transformer.translate import translate
+
+    sources = read_text_lines(str(data / FILES["test"][0]), FILES["test"][0])
+    beams = {"num_beams": report["num_beams"]} if report["num_beams"] else {}  # else each model's own
+    options = {"batch_size": report["batch_size"], **beams}
+    speeds = {role: {} for role in folders}
+    for threads in report["threads"]:
+        loaded = {role: translator(folder, "int8", threads) for role, folder in folders.items()}
+        seconds = {role: [] for role in folders}
+        for index in range(rounds + 1):
+            for role in (list(folders) if index % 2 == 0 else list(reversed(folders))):
+                model, tokenizer = loaded[role]
+                start = time.perf_counter()
+                translate(model, tokenizer, sources, **options)
+                if index:
+                    seconds[role].append(time.perf_counter() - start)
+        for role, times in seconds.items():
+            median = statistics.median(times)
+            speeds[role][str(threads)] = {"sentences": len(sources), "seconds": median,
+                                          "sentences_per_second": len(sources) / median, "rounds": rounds}
+        del loaded
+    return speeds
+
+
+def table(args, report: dict, baseline: dict, reference: dict | None, speeds: dict) -> str:
     from benchmarks.report import machine_description, software_versions
 
-    rows = {"teacher": (report["teacher"], report["models"]["teacher"]["int8"]),
-            "student on the teacher's translations": (report["student"], report["models"]["student"]["int8"]),
-            "student on the original pairs": (baseline, baseline)}
+    rows = {"teacher": (report["teacher"], report["models"]["teacher"]["int8"], speeds["teacher"]),
+            "student on the teacher's translations": (report["student"], report["models"]["student"]["int8"],
+                                                      speeds["student"]),
+            "student on the original pairs": (baseline, baseline, speeds["original"])}
     if reference is not None:
-        rows[f"reference `{args.reference}`"] = (reference, reference)
+        rows[f"reference `{args.reference}`"] = (reference, reference, speeds["reference"])
     threads = report["threads"]
     header = ["model", "parameters", "int8 size", "BLEU val", "chrF val", "BLEU test2016", "chrF test2016",
               *[f"sent/s, {n} thread{'s' if n > 1 else ''}" for n in threads]]
@@ -122,23 +168,25 @@ def table(args, report: dict, baseline: dict, reference: dict | None) -> str:
              f"Teacher `{args.teacher}`; both students: `--preset {args.preset}` with "
              + (f"{args.steps:,} steps" if args.steps else f"a {args.minutes:g}-minute budget")
              + (f" and `{' '.join(args.recipe)}`" if args.recipe else "") + ". Translated by CTranslate2 "
-             f"in int8, each model's own beam search; sacreBLEU ({report['bleu_tokenize']} tokenization) and chrF.", "",
+             f"in int8, each model's own beam search; sacreBLEU ({report['bleu_tokenize']} tokenization) and chrF. "
+             f"Sentences/s: test2016, {report['batch_size']} sentences a batch, the int8 exports timed side by side "
+             f"in this run, medians of {args.rounds} alternating rounds.", "",
              "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    for name, (facts, measured) in rows.items():
+    for name, (facts, measured, speed) in rows.items():
         size = facts["size_bytes"] if isinstance(facts["size_bytes"], int) else facts["size_bytes"].get(
             "ctranslate2 int8", facts["size_bytes"].get("ctranslate2 (as given)"))
         scores = [f"{measured['scores'][split][metric]:.2f}" for split in ("validation", "test")
                   for metric in ("bleu", "chrf")]
-        speeds = [f"{measured['speed'][str(n)]['sentences_per_second']:.1f}" for n in threads]
+        rates = [f"{speed[str(n)]['sentences_per_second']:.1f}" for n in threads]
         parameters = f"{facts['parameters']:,}" if facts["parameters"] else "unknown"
-        lines.append("| " + " | ".join([name, parameters, f"{size / 1e6:.1f} MB", *scores, *speeds]) + " |")
-    lines += ["", *comparisons(report["models"]["student"]["int8"], baseline, reference, threads)]
+        lines.append("| " + " | ".join([name, parameters, f"{size / 1e6:.1f} MB", *scores, *rates]) + " |")
+    lines += ["", *comparisons(report["models"]["student"]["int8"], baseline, reference, threads, speeds)]
     return "\n".join(lines) + "\n"
 
 
-def comparisons(student: dict, baseline: dict, reference: dict | None, threads) -> list[str]:
+def comparisons(student: dict, baseline: dict, reference: dict | None, threads, speeds: dict) -> list[str]:
     """The differences the targets are read from: distilled against original pairs (BLEU), and the student against
-    the reference (BLEU, and sentences/s at each thread count as a ratio)."""
+    the reference (BLEU, and the side-by-side sentences/s of `side_by_side` at each thread count as a ratio)."""
     def bleu(entry, split):
         return entry["scores"][split]["bleu"]
 
@@ -146,10 +194,10 @@ def comparisons(student: dict, baseline: dict, reference: dict | None, threads) 
              + ", ".join(f"{bleu(student, split) - bleu(baseline, split):+.2f} BLEU {split}"
                          for split in ("validation", "test")) + "."]
     if reference is not None:
-        def speed(entry, n):
-            return entry["speed"][str(n)]["sentences_per_second"]
+        def speed(role, n):
+            return speeds[role][str(n)]["sentences_per_second"]
 
-        ratios = ", ".join(f"{speed(student, n) / speed(reference, n):.2f}x at {n} thread{'s' if n > 1 else ''}"
+        ratios = ", ".join(f"{speed('student', n) / speed('reference', n):.2f}x at {n} thread{'s' if n > 1 else ''}"
                            for n in threads)
         found.append("Student on the teacher's translations against the reference: "
                      + ", ".join(f"{bleu(student, split) - bleu(reference, split):+.2f} BLEU {split}"
@@ -171,6 +219,8 @@ def main(argv=None):
     budget.add_argument("--steps", type=int, help="each student's steps, instead of a time budget")
     parser.add_argument("--reference", help="a trained folder to compare the student with (e.g. the 30-minute "
                         "multi30k-pre-ln model): exported to int8 and measured the same way")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="timed rounds of the side-by-side speed measurement (default 3, after a warm-up round)")
     parser.add_argument("--write", action="store_true", help="replace this benchmark's section of RESULTS.md")
     parser.add_argument("recipe", nargs=argparse.REMAINDER, metavar="-- RECIPE OPTIONS",
                         help="more recipe options for both students, after --")
@@ -178,6 +228,8 @@ def main(argv=None):
     args.recipe = args.recipe[1:] if args.recipe[:1] == ["--"] else args.recipe
     if not args.minutes > 0:
         parser.error(f"--minutes must be positive, got {args.minutes}")
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
     if args.steps is not None and args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
     data = Path(args.data)
@@ -192,7 +244,9 @@ def main(argv=None):
     report = distilled(args, data, out)
     reference = (measured(args, data, out, "reference", Path(args.reference), report["bleu_tokenize"])
                  if args.reference else None)
-    text = table(args, report, original(args, data, out, report["bleu_tokenize"]), reference)
+    baseline = original(args, data, out, report["bleu_tokenize"])
+    speeds = side_by_side(report, data, exports(report, out, reference), args.rounds)
+    text = table(args, report, baseline, reference, speeds)
     print("\n" + text)
     if args.write:
         from benchmarks.report import write_section

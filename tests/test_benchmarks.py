@@ -276,18 +276,19 @@ def test_distill_benchmark_reads_its_targets_from_the_measurements(tmp_path, cap
     rng = random.Random(3)
 
     def entry():
-        return {"scores": {split: {"bleu": rng.uniform(5, 45)} for split in ("validation", "test")},
-                "speed": {str(n): {"sentences_per_second": rng.uniform(50, 900)} for n in (1, 2)}}
+        return {"scores": {split: {"bleu": rng.uniform(5, 45)} for split in ("validation", "test")}}
 
     student, baseline, reference = entry(), entry(), entry()
-    distilled_line, reference_line = comparisons(student, baseline, reference, (1, 2))
+    speeds = {role: {str(n): {"sentences_per_second": rng.uniform(50, 900)} for n in (1, 2)}
+              for role in ("teacher", "student", "original", "reference")}
+    distilled_line, reference_line = comparisons(student, baseline, reference, (1, 2), speeds)
     for split in ("validation", "test"):
         assert f"{student['scores'][split]['bleu'] - baseline['scores'][split]['bleu']:+.2f} BLEU {split}" in distilled_line
         assert f"{student['scores'][split]['bleu'] - reference['scores'][split]['bleu']:+.2f} BLEU {split}" in reference_line
     for n in (1, 2):
-        ratio = student["speed"][str(n)]["sentences_per_second"] / reference["speed"][str(n)]["sentences_per_second"]
+        ratio = speeds["student"][str(n)]["sentences_per_second"] / speeds["reference"][str(n)]["sentences_per_second"]
         assert f"{ratio:.2f}x at {n} thread" in reference_line
-    assert len(comparisons(student, baseline, None, (1, 2))) == 1
+    assert len(comparisons(student, baseline, None, (1, 2), speeds)) == 1
 
     data = tmp_path / "data"
     data.mkdir()
@@ -306,3 +307,46 @@ def test_distill_benchmark_reads_its_targets_from_the_measurements(tmp_path, cap
             main(["--teacher", str(data), "--out", str(tmp_path / "out"), "--data", str(data), *options])
         assert message in capsys.readouterr().err.splitlines()[-1]
     assert not (tmp_path / "out").exists()
+
+
+def test_distill_benchmark_times_the_exports_side_by_side(tmp_path, monkeypatch):
+    """benchmarks/distill.py's speeds: every export translates the same test2016 sources in each round, the order
+    reversed every other round, the first round uncounted, and each model's median round is its speed (here against
+    a clock that each translation advances by a duration drawn for it)."""
+    import random
+    import statistics
+
+    import vanilla_transformer.training.distill as distill_module
+    import vanilla_transformer.translate as translate_module
+    from benchmarks.distill import FILES, side_by_side
+
+    rng = random.Random(11)
+    sources = [f"sentence {index}" for index in range(rng.randint(5, 40))]
+    (tmp_path / FILES["test"][0]).write_text("".join(line + "\n" for line in sources), encoding="utf-8")
+    folders = {role: str(tmp_path / role) for role in ("teacher", "student", "original", "reference")}
+    clock, calls, durations = [100.0], [], {}
+
+    def fake_translate(model, tokenizer, lines, **options):
+        assert lines == sources and options == {"batch_size": 16, "num_beams": 4}
+        role, threads = model
+        calls.append((threads, role))
+        seconds = rng.uniform(0.5, 3.0)
+        durations.setdefault((role, threads), []).append(seconds)
+        clock[0] += seconds
+        return list(lines)
+
+    monkeypatch.setattr(distill_module, "translator", lambda folder, compute_type, threads: (
+        (os.path.basename(folder), threads), None))
+    monkeypatch.setattr(translate_module, "translate", fake_translate)
+    monkeypatch.setattr("time.perf_counter", lambda: clock[0])
+    report = {"batch_size": 16, "num_beams": 4, "threads": [1, 2]}
+    speeds = side_by_side(report, tmp_path, folders, rounds=3)
+
+    roles = list(folders)
+    for threads in (1, 2):
+        order = [role for n, role in calls if n == threads]
+        assert order == roles + roles[::-1] + roles + roles[::-1]
+        for role in roles:
+            median = statistics.median(durations[(role, threads)][1:])
+            assert speeds[role][str(threads)]["sentences_per_second"] == pytest.approx(len(sources) / median)
+            assert speeds[role][str(threads)]["rounds"] == 3

@@ -357,6 +357,24 @@ def test_sampling_options_that_cannot_work_are_usage_errors(model_dir, capsys):
         assert code == 2 and words in err.strip().splitlines()[-1] and out == "", err
 
 
+def test_closest_to_options_that_cannot_work_are_usage_errors(model_dir, tmp_path, capsys):
+    source, originals = tmp_path / "in.en", tmp_path / "originals.de"
+    source.write_text("seven\neight\n", encoding="utf-8")
+    originals.write_text("sieben\nacht\n", encoding="utf-8")
+    (tmp_path / "short.de").write_text("sieben\n", encoding="utf-8")
+    for argv, words in [(["seven", "--closest-to", str(originals)], "give --input FILE"),
+                        (["--input", str(source), "--closest-to", str(originals), "--sampling-topk", "5"],
+                         "takes no sampling"),
+                        (["--input", str(source), "--closest-to", str(tmp_path / "missing.de")], "not found"),
+                        (["--input", str(source), "--closest-to", str(tmp_path / "short.de")],
+                         "has 1 lines and --input"),
+                        (["--input", str(source), "--closest-to", str(originals), "--output", str(originals),
+                          "--overwrite"], str(originals))]:
+        code, out, err = run_cli(["translate", "--model", model_dir, *argv], capsys)
+        assert code == 2 and words in err.strip().splitlines()[-1] and out == "", err
+    assert originals.read_text(encoding="utf-8") == "sieben\nacht\n"  # an input is never an output
+
+
 @pytest.fixture(scope="module")
 def ct2_dir(model_dir, tmp_path_factory):
     pytest.importorskip("ctranslate2")

@@ -664,3 +664,103 @@ def test_with_original_the_student_trains_on_the_teachers_and_the_original_pairs
     code, _, err = run_main(main, [*argv[:argv.index("--with-original")], "--with-original", "-",
                                    *argv[argv.index("--with-original") + 2:]], capsys)
     assert code == 2 and "--with-original" in err
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# --closest-to: sequence-level interpolation (Kim & Rush 2016)
+
+
+def beams_alone(folder, sources) -> list[list[str]]:
+    """Each sentence's beam's best translations (as many as the teacher's beam is wide), translated alone."""
+    from vanilla_transformer.translate import load_model_and_tokenizer, translate_hypotheses
+
+    model, tokenizer = load_model_and_tokenizer(str(folder), "cpu")
+    return [translate_hypotheses(model, tokenizer, [source], model.generation_config.num_beams)[0]
+            for source in sources]
+
+
+def closest_by_sacrebleu(hypotheses, reference) -> str:
+    """The oracle: sacreBLEU's sentence BLEU of each, the first of the best."""
+    import sacrebleu
+
+    scores = [sacrebleu.sentence_bleu(hypothesis, [reference]).score for hypothesis in hypotheses]
+    return hypotheses[max(range(len(scores)), key=lambda i: (scores[i], -i))]
+
+
+@pytest.fixture(scope="module")
+def second_best(files, tmp_path_factory):
+    """Originals the teacher's second-best translations are closest to: each line its second-best translation
+    itself (the random teacher's translations score near 0 against the number words)."""
+    folder = tmp_path_factory.mktemp("closest")
+    beams = beams_alone(files / "teacher", lines(files / "train.en"))
+    (folder / "train.de").write_text("\n".join(hypotheses[1] for hypotheses in beams) + "\n", encoding="utf-8")
+    return folder / "train.de", beams
+
+
+def with_closest_to(argv, path) -> list[str]:
+    at = argv.index("--") if "--" in argv else len(argv)
+    return [*argv[:at], "--closest-to", str(path), *argv[at:]]
+
+
+def test_closest_to_the_teacher_writes_of_its_beam_the_translation_closest_to_the_original(
+        files, second_best, tmp_path, monkeypatch, capsys):
+    originals, beams = second_best
+    assert sum(hypotheses[0] != hypotheses[1] for hypotheses in beams) >= len(beams) // 2  # a choice to make
+    monkeypatch.setattr(translate_module, "CHUNK_SIZE", CHUNK)
+    stop_after_teacher(monkeypatch)
+    with pytest.raises(Stop):
+        main(with_closest_to(command(files, tmp_path / "out")[:-len(STUDENT) - 1], originals))
+    written = lines(tmp_path / "out" / "teacher" / "train.de")
+    expected = [closest_by_sacrebleu(hypotheses, original)
+                for hypotheses, original in zip(beams, lines(originals))]
+    assert written == expected
+    assert written != [hypotheses[0] for hypotheses in beams]  # not the 1-best
+    record = json.loads((tmp_path / "out" / "distill.json").read_text())
+    assert record["arguments"]["closest_to"] == str(originals)
+    assert str(originals) in record["inputs"]
+
+
+def test_closest_to_resumes_after_a_kill_without_translating_a_line_twice(files, second_best, tmp_path,
+                                                                          monkeypatch):
+    originals, _ = second_best
+    sources = lines(files / "train.en")
+    seen, original = [], translate_module._closest_chunk
+
+    def counting(model, tokenizer, texts, references, *args, stop_at=None, **kwargs):
+        if stop_at is not None and len(seen) >= stop_at:
+            raise Stop("killed")
+        seen.extend(zip(texts, references))
+        return original(model, tokenizer, texts, references, *args, **kwargs)
+
+    monkeypatch.setattr(translate_module, "CHUNK_SIZE", CHUNK)
+    stop_after_teacher(monkeypatch)
+    argv = with_closest_to(command(files, tmp_path / "straight")[:-len(STUDENT) - 1], originals)
+    monkeypatch.setattr(translate_module, "_closest_chunk", counting)
+    with pytest.raises(Stop):
+        main(argv)
+    straight = (tmp_path / "straight" / "teacher" / "train.de").read_bytes()
+    seen.clear()
+    monkeypatch.setattr(translate_module, "_closest_chunk",
+                        lambda *args, **kwargs: counting(*args, stop_at=2 * CHUNK, **kwargs))
+    argv = with_closest_to(command(files, tmp_path / "out")[:-len(STUDENT) - 1], originals)
+    with pytest.raises(Stop):
+        main(argv)
+    assert len(seen) == 2 * CHUNK
+    seen.clear()
+    monkeypatch.setattr(translate_module, "_closest_chunk", counting)
+    with pytest.raises(Stop):
+        main(argv)
+    assert seen == list(zip(sources, lines(originals)))[2 * CHUNK:]  # the rest, each with its own original
+    assert (tmp_path / "out" / "teacher" / "train.de").read_bytes() == straight
+
+
+def test_closest_to_with_other_lines_than_the_source_is_refused_before_anything_is_written(files, tmp_path,
+                                                                                           capsys):
+    short = tmp_path / "short.de"
+    short.write_text("\n".join(lines(files / "train.de")[:-1]) + "\n", encoding="utf-8")
+    code, _, err = run_main(main, with_closest_to(command(files, tmp_path / "out"), short), capsys)
+    assert code == 1 and err.count("\n") == 1 and err.startswith(ERROR), err
+    assert "--closest-to" in err and str(short) in err and "lines" in err, err
+    assert not (tmp_path / "out").exists()
+    code, _, err = run_main(main, with_closest_to(command(files, tmp_path / "out"), "-"), capsys)
+    assert code == 2 and "--closest-to" in err and "Traceback" not in err, err

@@ -46,6 +46,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--with-original", metavar="FILE", action=checked(existing_file),
                         help="the original translations of --train-source: the student trains on them too, as a "
                              "second corpus beside the teacher's (docs/small-and-fast.md)")
+    parser.add_argument("--closest-to", metavar="FILE", action=checked(existing_file),
+                        help="the original translations of --train-source: the teacher writes, of its beam's best "
+                             "translations of each line, the one closest to the original (sentence BLEU; Kim & "
+                             "Rush's sequence-level interpolation)")
     for split in ("validation", "test"):
         parser.add_argument(f"--{split}-source", metavar="FILE", action=checked(existing_file),
                             help=f"{split} source sentences, for the student's run and the report")
@@ -81,8 +85,9 @@ def check(args: argparse.Namespace) -> None:
     args.recipe = recipe
     if args.train_source == "-":
         raise UsageError("--train-source must be a file (the teacher's pass resumes from it), not standard input")
-    if args.with_original == "-":
-        raise UsageError("--with-original must be a file, not standard input")
+    for name in ("with_original", "closest_to"):
+        if getattr(args, name) == "-":
+            raise UsageError(f"--{name.replace('_', '-')} must be a file, not standard input")
     for split in ("validation", "test"):
         source, target = getattr(args, f"{split}_source"), getattr(args, f"{split}_target")
         if (source is None) != (target is None):
@@ -106,6 +111,7 @@ def _distillation(args: argparse.Namespace):
              for split in ("validation", "test")}
     return Distillation(
         teacher=args.teacher, out=args.out, train_source=args.train_source, with_original=args.with_original,
+        closest_to=args.closest_to,
         validation=pairs["validation"] if pairs["validation"][0] else None,
         test=pairs["test"] if pairs["test"][0] else None, source_lang=args.source_lang,
         target_lang=args.target_lang, recipe_options=tuple(args.recipe), quantization=args.quantization,

@@ -17,6 +17,11 @@ as the model knows it, recased, and its translation given its case (vanilla_tran
 translates every sentence as it is written. A folder written
 by `vanilla-transformer export ctranslate2` is translated by CTranslate2 (`--engine` chooses explicitly).
 
+--closest-to REF (a file with one line per --input line, e.g. the original translations of a training corpus)
+writes, of each sentence's beam's best translations (as many as the beam is wide), the one closest to its line of
+REF by sentence BLEU: sequence-level interpolation for distillation (Kim & Rush 2016), as `distill --closest-to`
+uses it.
+
 A corpus (--input with at least 2000 lines, standard input or a pipe, or any --input with --compute-type) given
 with a PyTorch folder is translated by CTranslate2 when it is installed: the folder is exported once into a cache
 ($HF_HOME/vanilla-transformer/ct2), reused while its files stay the same, and one line says so. A folder CTranslate2
@@ -112,13 +117,17 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--no-recase", action="store_true",
                         help="translate ALL-CAPS and Title Case sentences as written (by default they are recased "
                              "for the model and their translations given their case)")
+    parser.add_argument("--closest-to", metavar="FILE",
+                        help="of each sentence's beam's best translations, write the one closest (sentence BLEU) to "
+                             "its line of FILE, which has one line per --input line (sequence-level interpolation "
+                             "for distillation)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar shown for --input")
     return parser
 
 
 def _inputs(args: argparse.Namespace) -> list[str | None]:
-    """What this command reads: the --model folder and the --input file."""
-    return [args.model, None if args.input in (None, "-") else args.input]
+    """What this command reads: the --model folder, the --input file and the --closest-to file."""
+    return [args.model, None if args.input in (None, "-") else args.input, getattr(args, "closest_to", None)]
 
 
 def _resumable(args: argparse.Namespace) -> bool:
@@ -129,6 +138,9 @@ def _record_options(args: argparse.Namespace) -> dict:
     """What makes the translations of a resumable run: every option that may change them, and the model folder's
     files (names, sizes, times)."""
     options = {name: value for name, value in sorted(vars(args).items()) if name not in NOT_IN_THE_RECORD}
+    if getattr(args, "closest_to", None):  # its contents choose the translations: an edited file is another run
+        info = os.stat(args.closest_to)
+        options["closest_to"] = [os.path.realpath(args.closest_to), info.st_size, info.st_mtime_ns]
     folder = os.path.realpath(args.model)
     files = {}
     for entry in sorted(os.scandir(folder), key=lambda entry: entry.name) if os.path.isdir(folder) else []:
@@ -142,7 +154,7 @@ def _resumable_output(args: argparse.Namespace):
     from vanilla_transformer.files.resumable import ResumableOutput
 
     return ResumableOutput(args.output, source=args.input, options=_record_options(args), overwrite=args.overwrite,
-                           inputs=[args.model])
+                           inputs=[args.model, *([args.closest_to] if getattr(args, "closest_to", None) else [])])
 
 
 def _check_output(args: argparse.Namespace, output=None) -> int:
@@ -297,8 +309,31 @@ def check(args: argparse.Namespace) -> None:
     if sampling and (args.num_beams or 1) > 1:
         raise UsageError("sampling (--sampling-topk, --sampling-temperature) draws one token at a time: it takes no "
                          "--num-beams above 1")
+    if getattr(args, "closest_to", None):
+        _check_closest_to(args, sampling)
     args.engine_used, args.engine_note = plan_engine(args)
     _check_output(args)
+
+
+def _check_closest_to(args: argparse.Namespace, sampling: bool) -> None:
+    """--closest-to goes with an --input file of as many lines, and with beam search."""
+    from vanilla_transformer.files.errors import TextFileError
+    from vanilla_transformer.files.text import count_text_lines
+
+    if not args.input or args.input == "-":
+        raise UsageError("--closest-to gives a line for each line of an --input file: give --input FILE")
+    if sampling:
+        raise UsageError("--closest-to chooses among the beam's best translations: it takes no sampling "
+                         "(--sampling-topk, --sampling-temperature)")
+    if not os.path.isfile(args.closest_to):
+        raise UsageError(f"--closest-to file not found: {args.closest_to}")
+    try:
+        counts = count_text_lines(args.input, "--input file"), count_text_lines(args.closest_to, "--closest-to file")
+    except TextFileError as error:
+        raise UsageError(str(error)) from None
+    if None not in counts and counts[0] != counts[1]:  # a pipe is counted as it is read (`translate_chunks`)
+        raise UsageError(f"--closest-to {args.closest_to} has {counts[1]:,} lines and --input {args.input} "
+                         f"{counts[0]:,}: it needs one line for each line to translate")
 
 
 def _translate_options(args: argparse.Namespace) -> dict:
@@ -332,16 +367,21 @@ def run(args: argparse.Namespace) -> None:
                              compute_type=args.compute_type, purpose="translate")
     output = _resumable_output(args) if _resumable(args) else None
     done = _check_output(args, output)  # again: another program may have changed things meanwhile, or the export failed
-    lines = args.texts
+    lines, references = args.texts, None
     if args.input:
         lines = text_lines(sys.stdin if args.input == "-" else args.input, "--input file")
         for _ in zip(range(done), lines):  # what the interrupted run did
+            pass
+    if getattr(args, "closest_to", None):
+        references = text_lines(args.closest_to, "--closest-to file")
+        for _ in zip(range(done), references):
             pass
     progress = bool(args.input) and not args.no_progress
     total = count_text_lines(args.input) if progress and args.input != "-" else None
     with progress_bar(total, initial=done, show=progress) as bar:
         chunks = translate_chunks(loaded.model, loaded.tokenizer, lines, chunk_size=CHUNK_SIZE,
-                                  first_chunk=done // CHUNK_SIZE, bar=bar, **_translate_options(args))
+                                  first_chunk=done // CHUNK_SIZE, bar=bar, closest_to=references,
+                                  **_translate_options(args))
         try:
             _write(args, chunks, output)
         except TextFileError as error:

@@ -8,7 +8,9 @@ al. 2021), trains on (source, teacher's translation) instead of the original pai
 
 1. `teacher/train.LANG`: the teacher's translations of the training source, by the `translate` command
    (`cli/translate.py`, run by `cli/distill.py`): streamed, resumed after a kill from `train.LANG.partial` and
-   `train.LANG.progress.json`, no line translated twice;
+   `train.LANG.progress.json`, no line translated twice; with `--closest-to FILE` (the original translations), each
+   line is, of the teacher's beam's best, the one closest to the original by sentence BLEU (Kim & Rush's
+   sequence-level interpolation);
 2. `student/`: the training recipe (`training/train.py`) on the distilled pairs with the recipe options given after
    `--` (a preset, a time budget, the cleaning of the distilled pairs, ...); with `--with-original`, the original
    pairs too, as a second corpus (`--train-weights`, `--train-tags` after `--` apply to the two in that order); a
@@ -38,7 +40,14 @@ from vanilla_transformer.checkpoints.kinds import check_folder_kind
 from vanilla_transformer.checkpoints.load import load_checkpoint
 from vanilla_transformer.checkpoints.validate import check_checkpoint
 from vanilla_transformer.cli.options import UsageError
-from vanilla_transformer.files import OutputError, check_output_folder, read_text_lines, staged_file, text_lines
+from vanilla_transformer.files import (
+    OutputError,
+    check_output_folder,
+    count_text_lines,
+    read_text_lines,
+    staged_file,
+    text_lines,
+)
 from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator
 from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
 from vanilla_transformer.training import train as recipe
@@ -74,6 +83,7 @@ class Distillation:
     train_source: str
     validation: tuple[str, str] | None = None  # (source, reference)
     with_original: str | None = None  # the original translations of train_source: a second corpus of the student
+    closest_to: str | None = None  # the original translations of train_source: the teacher writes its closest
     test: tuple[str, str] | None = None
     source_lang: str | None = None
     target_lang: str | None = None
@@ -100,18 +110,22 @@ class Distillation:
 
     def inputs(self) -> list[str]:
         """Every file and folder the chain reads."""
-        return [self.teacher, self.train_source, *([self.with_original] if self.with_original else []),
-                *(self.validation or ()), *(self.test or ())]
+        return [self.teacher, self.train_source, *self.originals(), *(self.validation or ()), *(self.test or ())]
+
+    def originals(self) -> list[str]:
+        """The files of original translations the chain reads (`with_original`, `closest_to`)."""
+        return [path for path in (self.with_original, self.closest_to) if path]
 
     def record(self) -> dict:
         """What distill.json keeps: the arguments that make the results, with absolute paths."""
         values = asdict(self)
         for name in ("teacher", "train_source"):
             values[name] = os.path.realpath(values[name])
-        if self.with_original is None:  # the record of a distillation without it is as it always was
-            del values["with_original"]
-        else:
-            values["with_original"] = os.path.realpath(self.with_original)
+        for name in ("with_original", "closest_to"):
+            if values[name] is None:  # the record of a distillation without them is as it always was
+                del values[name]
+            else:
+                values[name] = os.path.realpath(values[name])
         for name in ("validation", "test"):
             values[name] = [os.path.realpath(path) for path in values[name]] if values[name] else None
         values["recipe_options"] = list(self.recipe_options)
@@ -124,8 +138,7 @@ class Distillation:
         `with_original`), validation and test files and the files of the teacher's folder (not its hidden ones). A folder whose inputs changed
         since (a teacher trained further in its folder, a corpus edited) is refused as other arguments are, so that
         no stage reuses the work of another input."""
-        paths = [self.train_source, *([self.with_original] if self.with_original else []), *(self.validation or ()),
-                 *(self.test or ())]
+        paths = [self.train_source, *self.originals(), *(self.validation or ()), *(self.test or ())]
         if os.path.isdir(self.teacher):
             paths += [entry.path for entry in os.scandir(self.teacher)
                       if not entry.name.startswith(".") and entry.is_file()]
@@ -227,6 +240,12 @@ def check_corpus(d: Distillation) -> None:
     holds a sentence (read up to its first one) and each evaluation pair pairs up line for line (`DataError`)."""
     if not any(line.strip() for line in text_lines(d.train_source, "train source file")):
         raise DataError(f"The train source file {d.train_source} is empty.")
+    if d.closest_to:  # a line for each line the teacher translates
+        counts = count_text_lines(d.train_source, "train source file"), count_text_lines(d.closest_to,
+                                                                                         "--closest-to file")
+        if counts[0] != counts[1]:
+            raise DataError(f"--closest-to {d.closest_to} has {counts[1]:,} lines and --train-source "
+                            f"{d.train_source} {counts[0]:,}: it needs the original translation of each line.")
     for split, pair in (("validation", d.validation), ("test", d.test)):
         if pair:
             read_parallel_files(pair[0], pair[1], split)
@@ -315,6 +334,8 @@ def teacher_pass_options(d: Distillation) -> list[str]:
                "--batch-size", str(d.teacher_batch_size)]
     if d.teacher_compute_type != "default":
         options += ["--compute-type", d.teacher_compute_type]
+    if d.closest_to:
+        options += ["--closest-to", d.closest_to]
     if d.device:
         options += ["--device", d.device]
     return options

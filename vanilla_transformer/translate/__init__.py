@@ -10,8 +10,11 @@ at most `max_length_a * n + max_length_b` tokens for a source of n tokens (fairs
 the folder's generation config, or the keywords, set them; `max_length_a=None` turns the bound off). A
 `CTranslate2Translator` applies the same bound from its folder's generation config. `translate_chunks` translates an
 iterable of lines chunk by chunk (a corpus of millions of lines in flat memory); each chunk is sorted by length into
-batches and comes back in its own order; `translate_hypotheses` gives each sentence's n best. Folders are opened by
-`checkpoints.load.load_checkpoint`; the command is `cli/translate.py`.
+batches and comes back in its own order; `translate_hypotheses` gives each sentence's n best. `translate_chunks(...,
+closest_to=references)` writes, of each sentence's n best, the one closest to its reference line (sentence BLEU):
+sequence-level interpolation (Kim & Rush 2016, section 3.2), for a teacher's translations of a training corpus whose
+original translations are known. Folders are opened by `checkpoints.load.load_checkpoint`; the command is
+`cli/translate.py`.
 
 A batch goes to CTranslate2 for a `CTranslate2Translator` (a folder written by `vanilla-transformer export
 ctranslate2`), which needs neither torch nor transformers' model code, and to the model's `generate` otherwise
@@ -90,6 +93,7 @@ def translate_chunks(
     first_chunk: int = 0,
     bar: tqdm | None = None,
     recase: bool = True,
+    closest_to: Iterable[str] | None = None,
     **generate_kwargs,
 ) -> Iterator[list[str]]:
     """Translate `lines` `chunk_size` at a time, as `translate` does; yields each chunk's translations (one per line,
@@ -105,13 +109,25 @@ def translate_chunks(
     check_generation_parameters(model.generation_config, generate_kwargs)
     length_bound_setting({name: generate_kwargs[name] for name in LENGTH_BOUND if name in generate_kwargs},
                          model.generation_config)  # a value that cannot work fails before the first chunk
+    if closest_to is not None and generate_kwargs.get("do_sample"):
+        raise ValueError("closest_to chooses among the beam's best translations: it takes no sampling (do_sample)")
     lines = iter(lines)
+    references = None if closest_to is None else iter(closest_to)
     index = first_chunk
     while chunk := list(islice(lines, chunk_size)):
         if seed is not None:
             manual_seed(model, seed + index)
-        yield _translate_chunk(model, tokenizer, chunk, batch_size, generate_kwargs, bar, recase)
+        if references is None:
+            yield _translate_chunk(model, tokenizer, chunk, batch_size, generate_kwargs, bar, recase)
+        else:
+            chunk_references = list(islice(references, len(chunk)))
+            if len(chunk_references) < len(chunk):
+                raise ValueError(f"closest_to has fewer lines than the text to translate: it ends at line "
+                                 f"{index * chunk_size + len(chunk_references) + 1}")
+            yield _closest_chunk(model, tokenizer, chunk, chunk_references, batch_size, generate_kwargs, bar, recase)
         index += 1
+    if references is not None and next(references, None) is not None:
+        raise ValueError("closest_to has more lines than the text to translate")
 
 
 def translate_hypotheses(model, tokenizer, texts: list[str], count: int, *, recase: bool = True,
@@ -136,6 +152,33 @@ def translate_hypotheses(model, tokenizer, texts: list[str], count: int, *, reca
     for row, (i, style) in enumerate(zip(todo, styles)):
         results[i] = [restore_case(text, style) for text in decoded[row * count:(row + 1) * count]]
     return results
+
+
+def closest(hypotheses: list[str], reference: str) -> str:
+    """Of `hypotheses` (best first), the one of highest sentence BLEU against `reference` (sacreBLEU's
+    `sentence_bleu`, its default exponential smoothing); of equals, the better-ranked."""
+    from sacrebleu import sentence_bleu
+
+    scores = [sentence_bleu(hypothesis, [reference]).score for hypothesis in hypotheses]
+    return hypotheses[scores.index(max(scores))]
+
+
+def _closest_chunk(model, tokenizer, texts: list[str], references: list[str], batch_size: int,
+                   generate_kwargs: dict, bar: tqdm | None, recase: bool) -> list[str]:
+    """One chunk as `_translate_chunk` translates it, each text's translation the closest of its beam's best to
+    its reference."""
+    count = generate_kwargs.get("num_beams") or model.generation_config.num_beams or 1
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)  # batches of similar lengths
+    translations = [""] * len(texts)
+    for start in range(0, len(order), batch_size):
+        batch = order[start:start + batch_size]
+        hypotheses = translate_hypotheses(model, tokenizer, [texts[i] for i in batch], count, recase=recase,
+                                          **generate_kwargs)
+        for i, candidates in zip(batch, hypotheses):
+            translations[i] = closest(candidates, references[i]) if texts[i].strip() else ""
+        if bar is not None:
+            bar.update(len(batch))
+    return translations
 
 
 def progress_bar(total: int | None, *, initial: int = 0, show: bool = True) -> tqdm:
@@ -193,4 +236,4 @@ def _generate_batch(model, tokenizer, rows: list[list[int]], generate_kwargs: di
 
 
 __all__ = ["CHUNK_SIZE", "ENGINES", "load_model", "load_model_and_tokenizer", "manual_seed",
-           "progress_bar", "translate", "translate_chunks", "translate_hypotheses"]
+           "progress_bar", "translate", "translate_chunks", "translate_hypotheses", "closest"]

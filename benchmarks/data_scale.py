@@ -4,6 +4,7 @@
     python -m benchmarks.data_scale --pairs 1000000 --duplicates 0.02   # 2 % repeated lines, dropped by cleaning
     python -m benchmarks.data_scale --pairs 1000000 --code ../old        # another checkout's recipe, same machine
     python -m benchmarks.data_scale --loader 1000000 [--duplicates 0.02]   # the cost of a batch: cache vs memory
+    python -m benchmarks.data_scale --pairs 4000000 --against "--train_while_tokenizing false"   # two recipes, one run
 
 For each size it builds a distinct synthetic corpus from any parallel files (Multi30k's by default): line k of each
 side joins the sentences i and j of the source files, with (i, j) different for every k, so no two lines repeat
@@ -24,6 +25,7 @@ shared. `--write` replaces this benchmark's section of benchmarks/RESULTS.md.
 
 import argparse
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -187,15 +189,18 @@ def folder_size(folder: Path) -> int:
 
 
 def render(rows: list[dict], command: str, load: tuple[float, float], machine: str, duplicates: float = 0.0) -> str:
+    compared = any(row.get("options") for row in rows)
     lines = [SECTION, "", f"`{command}`, {time.strftime('%Y-%m-%d')}; {machine}; "
              f"{software_versions()}. Load average {load[0]:.1f} at the start and {load[1]:.1f} at the end "
              "(other jobs share the 2 cores).", "",
-             "| training pairs | first run: time to first step | first run: peak memory, resident / private (process "
-             "tree) | cache on disk | second run: time to first step | second run: peak memory, resident / private |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| training pairs |" + (" recipe options |" if compared else "") + " first run: time to first step | "
+             "first run: peak memory, resident / private (process tree) | cache on disk | second run: time to first "
+             "step | second run: peak memory, resident / private |",
+             "| --- |" + (" --- |" if compared else "") + " --- | --- | --- | --- | --- |"]
     for row in rows:
         first, second = row["first"], row["second"]
-        lines.append(f"| {row['pairs']:,} | {first['first_step_s']:.0f} s | {first['peak_rss_gb']:.2f} / "
+        options = f" {'`' + row['options'] + '`' if row.get('options') else 'the defaults'} |" if compared else ""
+        lines.append(f"| {row['pairs']:,} |{options} {first['first_step_s']:.0f} s | {first['peak_rss_gb']:.2f} / "
                      f"{first['peak_private_gb']:.2f} GB | {row['cache_gb']:.2f} GB | {second['first_step_s']:.0f} s | "
                      f"{second['peak_rss_gb']:.2f} / {second['peak_private_gb']:.2f} GB |")
     corpus = (f"joined Multi30k pairs, every {round(1 / duplicates)}th line a repeat of the line before it, which the "
@@ -225,6 +230,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--code", type=Path, default=REPO_ROOT, help="the checkout whose recipe runs (default: this "
                         "one; another one, e.g. a `git worktree` of an earlier commit, compares two versions on one "
                         "machine)")
+    parser.add_argument("--against", default=None, metavar="OPTIONS", help="also run each size's two runs with these "
+                        "recipe options (e.g. '--train_while_tokenizing false'), on a cache of their own, right after "
+                        "the default's: the two side by side in one table")
     parser.add_argument("--write", action="store_true", help="replace this benchmark's section of RESULTS.md")
     args, extra = parser.parse_known_args(argv)
     load_start = os.getloadavg()[0]
@@ -246,26 +254,31 @@ def main(argv: list[str] | None = None) -> None:
         seconds = tokenization_speeds(files, work, [None, 2, None, 2])
         print(f"Tokenizing {args.tokenization:,} pairs: {seconds}; load average {os.getloadavg()[0]:.1f}")
         return
+    variants = [("", extra)] + ([(args.against, [*extra, *shlex.split(args.against)])] if args.against else [])
     try:
         for pairs in args.pairs:
             files = build_corpus(args.data / args.source, args.data / args.target, pairs, work, args.duplicates)
-            cache = work / f"cache{pairs}-{os.getpid()}"  # a new folder: the first run starts from an empty cache
-            first = run_once(files, cache, work / f"out{pairs}-first", extra, args.code.resolve())
-            second = run_once(files, cache, work / f"out{pairs}-second", extra, args.code.resolve())
-            row = {"pairs": pairs, "first": first, "second": second, "cache_gb": folder_size(cache) / 1e9}
-            rows.append(row)
-            print(f"{pairs:,} pairs: first step after {first['first_step_s']:.0f} s (peak {first['peak_rss_gb']:.2f} "
-                  f"GB resident, {first['peak_private_gb']:.2f} GB private), cache {row['cache_gb']:.2f} GB, second "
-                  f"run {second['first_step_s']:.0f} s (peak {second['peak_rss_gb']:.2f} GB resident, "
-                  f"{second['peak_private_gb']:.2f} GB private); load average {os.getloadavg()[0]:.1f}", flush=True)
-            for line in first["log"] + second["log"]:
-                print("   ", line, flush=True)
-            if cache.exists():  # made by this benchmark's runs (a --streaming run writes none)
-                shutil.rmtree(cache)
+            for number, (label, options) in enumerate(variants):
+                # a new folder: the first run starts from an empty cache
+                cache = work / f"cache{pairs}-{os.getpid()}-{number}"
+                first = run_once(files, cache, work / f"out{pairs}-{number}-first", options, args.code.resolve())
+                second = run_once(files, cache, work / f"out{pairs}-{number}-second", options, args.code.resolve())
+                row = {"pairs": pairs, "options": label, "first": first, "second": second,
+                       "cache_gb": folder_size(cache) / 1e9}
+                rows.append(row)
+                print(f"{pairs:,} pairs{f' ({label})' if label else ''}: first step after {first['first_step_s']:.0f} "
+                      f"s (peak {first['peak_rss_gb']:.2f} GB resident, {first['peak_private_gb']:.2f} GB private), "
+                      f"cache {row['cache_gb']:.2f} GB, second run {second['first_step_s']:.0f} s (peak "
+                      f"{second['peak_rss_gb']:.2f} GB resident, {second['peak_private_gb']:.2f} GB private); load "
+                      f"average {os.getloadavg()[0]:.1f}", flush=True)
+                for line in first["log"] + second["log"]:
+                    print("   ", line, flush=True)
+                if cache.exists():  # made by this benchmark's runs (a --streaming run writes none)
+                    shutil.rmtree(cache)
     finally:
         if args.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
-    command = "python -m benchmarks.data_scale " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m benchmarks.data_scale " + shlex.join(argv if argv is not None else sys.argv[1:])
     text = render(rows, command.strip(), (load_start, os.getloadavg()[0]), machine, args.duplicates)
     print(text)
     if args.write:

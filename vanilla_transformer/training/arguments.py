@@ -107,6 +107,11 @@ class DataArguments:
                 "read, still matches (one more pass over the files). Default: a file is read again when its path, "
                 "inode, size, modification or status-change time changed, which every edit shows on local disks; "
                 "this is for file systems that do not report them reliably."})
+    train_while_tokenizing: bool | None = field(default=None, metadata={
+        "help": "Start training once the first block of 100,000 cached training pairs is tokenized, while a thread "
+                "tokenizes the rest: the first pass visits the blocks in a seeded order, later passes are the usual "
+                "epochs (needs --max_steps or --max_train_minutes; docs/large-corpora.md). Default: for one corpus "
+                "of 1,000,000 pairs or more; false: tokenize everything first."})
     tokenizer_sample_lines: int = field(default=1_000_000, metadata={
         "help": "Train the BPE vocabulary on at most this many sentences (both sides of half as many training "
                 "pairs), drawn at random with --seed from a larger corpus (as SentencePiece's input_sentence_size)."})
@@ -116,8 +121,8 @@ class DataArguments:
     shuffle_buffer_pairs: int = field(default=100_000, metadata={
         "help": "With --streaming: pairs held in the shuffle buffer."})
     maxi_batch_pairs: int = field(default=20_000, metadata={
-        "help": "With --streaming: pairs sorted by length together before they are cut into token batches "
-                "(Marian's maxi-batch)."})
+        "help": "With --streaming, and in the first pass of --train_while_tokenizing: pairs sorted by length "
+                "together before they are cut into token batches (Marian's maxi-batch)."})
     dataset_card_name: str | None = field(default=None, metadata={
         "help": "Name of the data set in the model card. Default: --dataset_name, the folder of the text files, or "
                 "the demo corpus's description."})

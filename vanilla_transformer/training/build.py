@@ -28,12 +28,14 @@ from vanilla_transformer.training.metrics import bleu_metric
 from vanilla_transformer.training.precision import precision_in_use
 from vanilla_transformer.training.text_corpus import (
     Corpora,
+    background_training_set,
     cached_tokenizer,
     cached_training_set,
     corpora_training_set,
     open_training_corpora,
     streaming_training_set,
     tokenizer_texts,
+    trains_while_tokenizing,
 )
 from vanilla_transformer.training.tokenized_splits import SubwordDropout, tokenize_splits
 from vanilla_transformer.training.tokenizer import train_tokenizer
@@ -117,6 +119,7 @@ def load_data(data_args, training_args) -> RunData:
     if data.corpus is not None and data.corpus.streaming:
         sizes.insert(0, f"train {data.corpus.pairs_read:,} pairs (streamed)")
     log(training_args, "Data: " + ", ".join(sizes) + f" ({data.source_lang or '?'} -> {data.target_lang or '?'})")
+    data.trains_while_tokenizing = trains_while_tokenizing(data.corpus, data_args, training_args)  # or one line
     return data
 
 
@@ -293,6 +296,8 @@ def build_trainer(context: RunContext):
         tokenized["train"] = streaming_training_set(corpus, tokenizer, data_args, training_args)
     elif isinstance(corpus, Corpora):  # several corpora, or one with a weight or a tag
         tokenized["train"], train_lengths = corpora_training_set(corpus, tokenizer, data_args, training_args)
+    elif context.data.trains_while_tokenizing:
+        tokenized["train"] = background_training_set(corpus, tokenizer, data_args, training_args)
     elif corpus is not None:
         tokenized["train"], train_lengths = cached_training_set(corpus, tokenizer, data_args, training_args,
                                                                 keep_text)

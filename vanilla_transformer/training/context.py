@@ -29,6 +29,7 @@ class RunData:
     target_lang: str | None
     dataset_name: str
     corpus: TextCorpus | Corpora | None = None  # the training text files (one pair, or several corpora), else None
+    trains_while_tokenizing: bool = False  # the run trains while `corpus` is tokenized (background_tokens.py)
 
 
 @dataclass

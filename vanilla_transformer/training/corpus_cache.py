@@ -16,8 +16,9 @@ default `$HF_DATASETS_CACHE/vanilla-transformer-corpora`):
    the files' content, recorded when they were read, still matches.
 2. `tokenize_corpus`: `datasets.Dataset.map` over the Arrow file with the fast tokenizer's batched calls into
    `tokens-KEY.arrow` (KEY: the pairs' fingerprint, how many of them, the tokenizer's JSON, the length limits and the
-   options), with the token counts of each side and a 64-bit hash of each pair as columns. A second run, a resume or
-   a second process reads the cached file and says so.
+   options), with the token counts of each side and a 64-bit hash of each pair as columns; or, by a run that trains
+   while it tokenizes, block by block into a file per block (training/background_tokens.py: the same rows under the
+   same KEY). A second run, a resume or a second process reads the cached files and says so.
 3. `cleaning.clean_corpus`: the rules of Moses' `clean-corpus-n.perl` on the cached length and hash columns.
 
 Every cached Arrow file has a record (`files.json`, `tokens-KEY.json`) of its rows and of its size and a SHA-256 of
@@ -413,26 +414,13 @@ def tokens_fingerprint(pairs_key: str, tokenizer, max_source_length: int, max_ta
     return hashlib.sha256(json.dumps(options).encode() + description.encode()).hexdigest()[:20]
 
 
-def tokenize_corpus(pairs, pairs_key: str, tokenizer, max_source_length: int, max_target_length: int, *,
-                    clean: bool, cache_dir: str, num_proc: int | None = None, log=print,
-                    source_tag: str | None = None):
-    """The pairs tokenized (`input_ids`, `labels`, `source_length`, `target_length`, `pair_hash`), from the cache
-    when this tokenizer with these limits already tokenized these pairs (and the cached files are whole). With
-    `clean`, each side is cut one token above its limit, so that a pair longer than the limit is seen to be (and
-    dropped by `cleaning.clean_corpus`); without, at the limit, as `tokenized_splits.tokenize_splits` truncates.
-    `source_tag`: a token of the tokenizer put before every source (tagged back-translation); it counts towards
-    `max_source_length` and the `source_length` column (the cleaning looks at the sentence without it:
-    `text_corpus.cached_training_set`)."""
-    key = tokens_fingerprint(pairs_key, tokenizer, max_source_length, max_target_length, clean, len(pairs),
-                             source_tag)
-    folder = os.path.join(cache_dir, f"pairs-{pairs_key}")
-    record_path = os.path.join(folder, f"tokens-{key}.json")
-    record = _load_record(record_path)
-    if record is not None:
-        found = _checked_files(folder, record, "tokenized training pairs", log, "tokenizing them again")
-        if found is not None and len(found) == len(pairs):
-            log(f"Reusing the tokenized training pairs in {os.path.join(folder, next(iter(record['files'])))}")
-            return found
+def token_encoder(tokenizer, max_source_length: int, max_target_length: int, clean: bool,
+                  source_tag: str | None = None):
+    """{"source": [...], "target": [...]} -> the columns of `TOKEN_FEATURES` for those pairs. With `clean`, each side
+    is cut one token above its limit, so that a pair longer than the limit is seen to be (and dropped by the
+    cleaning); without, at the limit, as `tokenized_splits.tokenize_splits` truncates. `source_tag`: a token of the
+    tokenizer put before every source (tagged back-translation); it counts towards `max_source_length` and the
+    `source_length` column."""
     extra = int(clean)
     tagged = int(source_tag is not None)
     encode_sources = batch_encoder(tokenizer, max_source_length + extra - tagged)
@@ -447,6 +435,47 @@ def tokenize_corpus(pairs, pairs_key: str, tokenizer, max_source_length: int, ma
                 "target_length": [len(ids) for ids in targets],
                 "pair_hash": pair_hashes(batch["source"], batch["target"])}
 
+    return encode
+
+
+def cached_tokens(pairs, key: str, pairs_key: str, cache_dir: str, log=print):
+    """The tokenized copy `key` (`tokens_fingerprint`) of the pairs `pairs_key`, memory-mapped, if the cache holds
+    it whole (its files as their record says, one row per pair); else None (after a line if it is damaged)."""
+    folder = os.path.join(cache_dir, f"pairs-{pairs_key}")
+    record = _load_record(os.path.join(folder, f"tokens-{key}.json"))
+    if record is None:
+        return None
+    found = _checked_files(folder, record, "tokenized training pairs", log, "tokenizing them again")
+    if found is None or len(found) != len(pairs):
+        return None
+    log(f"Reusing the tokenized training pairs in {os.path.join(folder, next(iter(record['files'])))}")
+    return found
+
+
+def install_tokens(stage: str, names: list[str], pairs, key: str, pairs_key: str, cache_dir: str):
+    """Install the tokenized copy `key` written in `stage` as the Arrow files `names` (in row order, one row per
+    pair of `pairs`) into the cache, the record last; -> the installed files as one memory-mapped dataset."""
+    folder = os.path.join(cache_dir, f"pairs-{pairs_key}")
+    record_name = f"tokens-{key}.json"
+    _write_record({"pairs": len(pairs), "files": _describe_files(stage, names)}, os.path.join(stage, record_name))
+    for name in names:
+        _install(os.path.join(stage, name), os.path.join(folder, name))
+    _install(os.path.join(stage, record_name), os.path.join(folder, record_name))  # the record last
+    parts = [datasets.Dataset.from_file(os.path.join(folder, name)) for name in names]
+    return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+
+
+def tokenize_corpus(pairs, pairs_key: str, tokenizer, max_source_length: int, max_target_length: int, *,
+                    clean: bool, cache_dir: str, num_proc: int | None = None, log=print,
+                    source_tag: str | None = None):
+    """The pairs tokenized (`input_ids`, `labels`, `source_length`, `target_length`, `pair_hash`: `token_encoder`),
+    from the cache when this tokenizer with these limits already tokenized these pairs (and the cached files are
+    whole), else with `datasets.Dataset.map` into the cache."""
+    key = tokens_fingerprint(pairs_key, tokenizer, max_source_length, max_target_length, clean, len(pairs),
+                             source_tag)
+    if (found := cached_tokens(pairs, key, pairs_key, cache_dir, log)) is not None:
+        return found
+    encode = token_encoder(tokenizer, max_source_length, max_target_length, clean, source_tag)
     with staging(cache_dir, log) as stage:
         tokenized = pairs.map(encode, batched=True, batch_size=10_000, remove_columns=pairs.column_names,
                               features=TOKEN_FEATURES, cache_file_name=os.path.join(stage, f"tokens-{key}.arrow"),
@@ -454,14 +483,8 @@ def tokenize_corpus(pairs, pairs_key: str, tokenizer, max_source_length: int, ma
                               desc="Tokenizing the training pairs")
         names = [os.path.basename(f["filename"]) for f in tokenized.cache_files]
         del tokenized
-        _write_record({"pairs": len(pairs), "files": _describe_files(stage, names)},
-                      os.path.join(stage, os.path.basename(record_path)))
-        for name in names:
-            _install(os.path.join(stage, name), os.path.join(folder, name))
-        _install(os.path.join(stage, os.path.basename(record_path)), record_path)  # the record last
-    parts = [datasets.Dataset.from_file(os.path.join(folder, name)) for name in names]
-    tokenized = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
-    log(f"Tokenized {len(tokenized):,} training pairs into {os.path.join(folder, names[0])}")
+        tokenized = install_tokens(stage, names, pairs, key, pairs_key, cache_dir)
+    log(f"Tokenized {len(tokenized):,} training pairs into {os.path.join(cache_dir, f'pairs-{pairs_key}', names[0])}")
     return tokenized
 
 

@@ -20,6 +20,7 @@ from transformers import AutoTokenizer
 from vanilla_transformer.cli.options import UsageError
 from vanilla_transformer.files import reads_once
 from vanilla_transformer.training.arrow_columns import length_columns, select_kept
+from vanilla_transformer.training.background_tokens import TrainingWhileTokenizing
 from vanilla_transformer.training.cleaning import clean_corpus, describe_cleaning, drop_empty_sides
 from vanilla_transformer.training.corpus_cache import (
     check_cache_dir,
@@ -348,6 +349,59 @@ def corpora_training_set(corpora: Corpora, tokenizer, data_args, training_args):
     columns = ["input_ids", "labels", "source_length", "target_length", "pair_hash"]
     combined = datasets.concatenate_datasets([part.select_columns(columns) for part in parts])
     return combined, (np.concatenate(sources), np.concatenate(targets))
+
+
+# from this many training pairs a run trains while they are tokenized (`--train_while_tokenizing` unset): below it,
+# tokenizing takes under a minute on 2 cores (1M pairs: 42 s on an Intel Xeon, benchmarks/RESULTS.md "Large corpora")
+TRAIN_WHILE_TOKENIZING_PAIRS = 1_000_000
+
+
+def trains_while_tokenizing(corpus, data_args, training_args) -> bool:
+    """Whether the run trains while its training pairs are tokenized (background_tokens.py): as
+    `--train_while_tokenizing` says, or, unset, for one cached corpus of `TRAIN_WHILE_TOKENIZING_PAIRS` pairs or
+    more where the run can take an endless stream of token batches. Asked for where it cannot be: one line."""
+    reasons = []
+    if not isinstance(corpus, TextCorpus) or corpus.streaming:
+        reasons.append("one training pair of text files read into the corpus cache (not --streaming, not several "
+                       "corpora, weights or tags)")
+    if data_args.bpe_dropout:
+        reasons.append("no --bpe_dropout")
+    if not training_args.max_tokens:
+        reasons.append("token batches (--max_tokens; the presets give it)")
+    if training_args.max_steps is None or training_args.max_steps <= 0:
+        reasons.append("--max_steps or --max_train_minutes (the batches are an endless stream)")
+    if training_args.world_size > 1:
+        reasons.append("a run of one process")
+    if data_args.train_while_tokenizing is None:
+        return not reasons and corpus.pairs_read >= TRAIN_WHILE_TOKENIZING_PAIRS
+    if data_args.train_while_tokenizing and reasons:
+        raise UsageError(f"--train_while_tokenizing needs {'; '.join(reasons)}.")
+    return bool(data_args.train_while_tokenizing)
+
+
+def background_training_set(corpus: TextCorpus, tokenizer, data_args, training_args) -> TrainingWhileTokenizing:
+    """The run's endless stream of token batches whose first pass starts while the pairs are tokenized; the
+    cleaning's counts reach the corpus (and the card) once the whole corpus is tokenized. A corpus whose every pair
+    the cleaning drops is one `DataError` line here, before the run writes anything."""
+    clean = not data_args.no_clean
+    log = _process_log(training_args)
+
+    def cleaned(kept, counts):
+        corpus.cleaning, corpus.pairs_used = counts, len(kept)
+        log(describe_cleaning(corpus.pairs_read, len(kept), counts, data_args.max_source_length,
+                              data_args.max_target_length) if clean else
+            f"Dropped {counts['empty_side']:,} training pairs with an empty side (--no_clean).")
+
+    log(f"Training while the {corpus.pairs_read:,} training pairs are tokenized (--train_while_tokenizing): the "
+        "first pass visits them in blocks as they are tokenized.")
+    stream = TrainingWhileTokenizing(
+        corpus.pairs, corpus.key, tokenizer, max_source_length=data_args.max_source_length,
+        max_target_length=data_args.max_target_length, max_tokens=training_args.max_tokens,
+        cache_dir=corpus.cache_dir, clean=clean,
+        seed=training_args.data_seed if training_args.data_seed is not None else training_args.seed,
+        maxi_batch_pairs=data_args.maxi_batch_pairs, log=log, on_cleaned=cleaned)
+    stream.check_some_pair_is_kept()  # before the run writes anything
+    return stream
 
 
 def streaming_training_set(corpus: TextCorpus, tokenizer, data_args, training_args) -> StreamingTokenBatches:

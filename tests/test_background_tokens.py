@@ -210,3 +210,62 @@ def test_a_corpus_the_cleaning_empties_is_one_line_before_anything_is_written(tm
         train_main(run_args(source, target, tmp_path / "out", tmp_path / "cache", "--train_while_tokenizing", "true",
                             "--max_steps", "2"))
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow  # training runs
+def test_a_resumed_run_trains_as_its_checkpoint_was_trained(tmp_path, monkeypatch, capsys):
+    """A checkpoint says whether its run trained while tokenizing; a resume with the option unset follows it (an
+    older checkpoint without the record was made by a run that waited), so the corpus's size cannot switch the
+    batches of a run half-way; told otherwise, the resumed run says that its batches differ."""
+    from transformers import TrainerCallback
+
+    from vanilla_transformer.training import text_corpus
+
+    class Interrupt(Exception):
+        pass
+
+    class CrashAtStep5(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 5:
+                raise Interrupt
+
+    monkeypatch.setattr(background_tokens, "BLOCK_PAIRS", 40)
+    monkeypatch.setattr(text_corpus, "TRAIN_WHILE_TOKENIZING_PAIRS", 100)  # this corpus trains while tokenizing
+    source, target = write_pairs(tmp_path, distinct_pairs(150))
+    common = ["--max_steps", "12", "--save_steps", "4", "--logging_steps", "1", "--maxi_batch_pairs", "30"]
+    full = tmp_path / "full"
+    train_main(run_args(source, target, full, tmp_path / "cache", *common, "--train_while_tokenizing", "false"))
+    broken = tmp_path / "broken"
+    with pytest.raises(Interrupt):
+        train_main(run_args(source, target, broken, tmp_path / "cache", *common, "--train_while_tokenizing", "false"),
+                   callbacks=[CrashAtStep5()])
+    record = broken / "checkpoint-4" / background_tokens.BATCHES_RECORD
+    assert json.loads(record.read_text()) == {"train_while_tokenizing": False}
+    record.unlink()  # as a checkpoint made before the record existed
+    capsys.readouterr()
+    train_main(run_args(source, target, broken, tmp_path / "cache", *common, "--resume_from_checkpoint", "true"))
+    assert "Training while" not in capsys.readouterr().out
+
+    def losses(folder):
+        state = json.loads((folder / "trainer_state.json").read_text())
+        return {e["step"]: e["loss"] for e in state["log_history"] if "loss" in e}
+
+    assert losses(broken) == pytest.approx(losses(full), rel=1e-4) and sorted(losses(broken)) == list(range(1, 13))
+
+    fresh = tmp_path / "fresh"  # unset, no checkpoint: the corpus's size decides
+    with pytest.raises(Interrupt):
+        train_main(run_args(source, target, fresh, tmp_path / "cache", *common), callbacks=[CrashAtStep5()])
+    assert "Training while the 150 training pairs" in capsys.readouterr().out
+    assert json.loads((fresh / "checkpoint-4" / background_tokens.BATCHES_RECORD).read_text()) == {
+        "train_while_tokenizing": True}
+    train_main(run_args(source, target, fresh, tmp_path / "cache", *common, "--resume_from_checkpoint", "true",
+                        "--train_while_tokenizing", "false"))
+    assert "was trained with --train_while_tokenizing true: resumed with false" in capsys.readouterr().out
+
+
+def test_max_samples_below_one_are_one_usage_line():
+    from vanilla_transformer.training.arguments import DataArguments
+
+    for name in ("max_train_samples", "max_eval_samples", "max_test_samples"):
+        with pytest.raises(ValueError, match=f"^--{name} must be at least 1, got 0$"):
+            DataArguments(**{name: 0})

@@ -152,6 +152,9 @@ class DataArguments:
         for name in ("tokenizer_sample_lines", "shuffle_buffer_pairs", "maxi_batch_pairs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("max_train_samples", "max_eval_samples", "max_test_samples"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"--{name} must be at least 1, got {getattr(self, name)}")
         if self.preprocessing_num_workers is not None and self.preprocessing_num_workers < 1:
             raise ValueError(f"--preprocessing_num_workers must be at least 1, got {self.preprocessing_num_workers}")
 

@@ -58,6 +58,9 @@ from vanilla_transformer.training.messages import DataError
 
 BLOCK_PAIRS = 100_000  # pairs of a block: the first step waits for one (a few seconds), the cache holds N / this files
 ENCODE_PAIRS = 10_000  # pairs tokenized (and written as one Arrow record batch) at a time
+# in every checkpoint of the recipe (trainer.TranslationTrainer): whether its run trained while tokenizing, which a
+# resumed run follows, since its batches depend on it (text_corpus.trains_while_tokenizing)
+BATCHES_RECORD = "training_batches.json"
 
 
 def block_bounds(pairs: int, block_pairs: int) -> list[tuple[int, int]]:

@@ -109,7 +109,7 @@ def first_samples(dataset, n: int | None):
     return dataset if n is None or n >= len(dataset) else dataset.select(range(n))
 
 
-def load_data(data_args, training_args) -> RunData:
+def load_data(data_args, training_args, resume: str | None = None) -> RunData:
     """`load_splits`, the splits cut to --max_*_samples."""
     data = load_splits(data_args, training_args)
     limits = {"train": data_args.max_train_samples, "validation": data_args.max_eval_samples,
@@ -119,7 +119,7 @@ def load_data(data_args, training_args) -> RunData:
     if data.corpus is not None and data.corpus.streaming:
         sizes.insert(0, f"train {data.corpus.pairs_read:,} pairs (streamed)")
     log(training_args, "Data: " + ", ".join(sizes) + f" ({data.source_lang or '?'} -> {data.target_lang or '?'})")
-    data.trains_while_tokenizing = trains_while_tokenizing(data.corpus, data_args, training_args)  # or one line
+    data.trains_while_tokenizing = trains_while_tokenizing(data.corpus, data_args, training_args, resume)
     return data
 
 

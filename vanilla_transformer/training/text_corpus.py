@@ -20,7 +20,7 @@ from transformers import AutoTokenizer
 from vanilla_transformer.cli.options import UsageError
 from vanilla_transformer.files import reads_once
 from vanilla_transformer.training.arrow_columns import length_columns, select_kept
-from vanilla_transformer.training.background_tokens import TrainingWhileTokenizing
+from vanilla_transformer.training.background_tokens import BATCHES_RECORD, TrainingWhileTokenizing
 from vanilla_transformer.training.cleaning import clean_corpus, describe_cleaning, drop_empty_sides
 from vanilla_transformer.training.corpus_cache import (
     check_cache_dir,
@@ -356,10 +356,26 @@ def corpora_training_set(corpora: Corpora, tokenizer, data_args, training_args):
 TRAIN_WHILE_TOKENIZING_PAIRS = 1_000_000
 
 
-def trains_while_tokenizing(corpus, data_args, training_args) -> bool:
+def recorded_choice(checkpoint: str | None) -> bool | None:
+    """The `--train_while_tokenizing` choice a checkpoint's run made: True or False, None where it says none. A
+    checkpoint without the record was made by a run that waited for the tokenizing (the only way before it)."""
+    if checkpoint is None:
+        return None
+    try:
+        with open(os.path.join(checkpoint, BATCHES_RECORD), encoding="utf-8") as f:
+            return bool(json.load(f)["train_while_tokenizing"])
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def trains_while_tokenizing(corpus, data_args, training_args, resume: str | None = None) -> bool:
     """Whether the run trains while its training pairs are tokenized (background_tokens.py): as
-    `--train_while_tokenizing` says, or, unset, for one cached corpus of `TRAIN_WHILE_TOKENIZING_PAIRS` pairs or
-    more where the run can take an endless stream of token batches. Asked for where it cannot be: one line."""
+    `--train_while_tokenizing` says, or, unset, as the checkpoint `resume` was trained (`recorded_choice`: the
+    batches of a resumed run are those of the interrupted one), else for one cached corpus of
+    `TRAIN_WHILE_TOKENIZING_PAIRS` pairs or more where the run can take an endless stream of token batches. Asked
+    for where it cannot be: one line. A resumed run told otherwise than its checkpoint was trained says so."""
     reasons = []
     if not isinstance(corpus, TextCorpus) or corpus.streaming:
         reasons.append("one training pair of text files read into the corpus cache (not --streaming, not several "
@@ -372,10 +388,18 @@ def trains_while_tokenizing(corpus, data_args, training_args) -> bool:
         reasons.append("--max_steps or --max_train_minutes (the batches are an endless stream)")
     if training_args.world_size > 1:
         reasons.append("a run of one process")
+    recorded = recorded_choice(resume) if not reasons else None
     if data_args.train_while_tokenizing is None:
+        if recorded is not None:
+            return recorded
         return not reasons and corpus.pairs_read >= TRAIN_WHILE_TOKENIZING_PAIRS
     if data_args.train_while_tokenizing and reasons:
         raise UsageError(f"--train_while_tokenizing needs {'; '.join(reasons)}.")
+    if recorded is not None and recorded != data_args.train_while_tokenizing:
+        _process_log(training_args)(
+            f"{resume} was trained with --train_while_tokenizing {str(recorded).lower()}: resumed with "
+            f"{str(data_args.train_while_tokenizing).lower()}, the run trains on other batches from here than the "
+            "interrupted run would have.")
     return bool(data_args.train_while_tokenizing)
 
 

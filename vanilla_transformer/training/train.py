@@ -96,7 +96,7 @@ def run(data_args, model_args, training_args, callbacks=None) -> dict:
     # Nothing is written before the lock: data, tokenizer, model and trainer are built and checked first (only the
     # processes of a distributed run share the new tokenizer through a hidden folder).
     context = RunContext(data_args, model_args, training_args, resume=resume, callbacks=callbacks)
-    data = context.data = load_data(data_args, training_args)
+    data = context.data = load_data(data_args, training_args, resume)
     context.callbacks = [*(callbacks or []), *watch_callbacks(data_args, training_args, data.splits)]  # watch.py
     context.tokenizer = build_tokenizer(context)
     context.model = build_model(model_args, PRESETS[data_args.preset], context.tokenizer, resume)

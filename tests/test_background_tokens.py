@@ -269,3 +269,23 @@ def test_max_samples_below_one_are_one_usage_line():
     for name in ("max_train_samples", "max_eval_samples", "max_test_samples"):
         with pytest.raises(ValueError, match=f"^--{name} must be at least 1, got 0$"):
             DataArguments(**{name: 0})
+
+
+def test_a_tokenizer_saved_with_truncation_set_names_the_same_tokenized_copy(tmp_path):
+    """A checkpoint's tokenizer.json can carry the truncation a call set (a resumed run loads it): the tokenized
+    copy's key ignores it, since the encoders set their own; the vocabulary still counts."""
+    from transformers import AutoTokenizer
+
+    from vanilla_transformer.training.corpus_cache import tokens_fingerprint
+
+    texts = [side for pair in distinct_pairs(200) for side in pair]
+    tokenizer = train_tokenizer(texts, vocab_size=150, min_frequency=1, model_max_length=64)
+    key = tokens_fingerprint("pairs", tokenizer, 60, 60, True, 200)
+    tokenizer(texts[:3], max_length=20, truncation=True, padding="max_length")  # sets both on the backend
+    tokenizer.save_pretrained(tmp_path / "checkpoint")
+    saved = AutoTokenizer.from_pretrained(tmp_path / "checkpoint")
+    assert json.loads((tmp_path / "checkpoint" / "tokenizer.json").read_text())["truncation"] is not None
+    assert tokens_fingerprint("pairs", saved, 60, 60, True, 200) == key
+    assert saved.backend_tokenizer.truncation is not None  # the tokenizer itself is left as it was
+    other = train_tokenizer(texts, vocab_size=140, min_frequency=1, model_max_length=64)
+    assert tokens_fingerprint("pairs", other, 60, 60, True, 200) != key

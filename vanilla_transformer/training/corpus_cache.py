@@ -405,8 +405,15 @@ def batch_encoder(tokenizer, max_length: int, target: bool = False):
 def tokens_fingerprint(pairs_key: str, tokenizer, max_source_length: int, max_target_length: int,
                        clean: bool, rows: int | None = None, source_tag: str | None = None) -> str:
     """The key of a tokenized copy: the pairs' fingerprint and how many of them (`--max_train_samples` tokenizes the
-    first N), the tokenizer's JSON, the limits, the cleaning and the tag put before the sources (if any)."""
+    first N), the tokenizer's JSON, the limits, the cleaning and the tag put before the sources (if any). The JSON
+    without the tokenizer's truncation and padding settings, which the encoders set for themselves
+    (`batch_encoder`): a tokenizer saved while a call had them set (a checkpoint's, read by a resumed run) names the
+    same copy."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and (backend.truncation is not None or backend.padding is not None):
+        backend = copy.deepcopy(backend)
+        backend.no_truncation()
+        backend.no_padding()
     description = backend.to_str() if backend is not None else repr(sorted(tokenizer.get_vocab().items()))
     options = [FORMAT_VERSION, pairs_key, rows, max_source_length, max_target_length, clean, type(tokenizer).__name__]
     if source_tag is not None:

@@ -5,6 +5,7 @@ the tokens and the cleaning is the cached path's own (`corpus_cache.tokenize_cor
 import errno
 import itertools
 import json
+import os
 import random
 
 import numpy as np
@@ -87,6 +88,7 @@ def test_the_stream_trains_every_kept_pair_once_then_the_cached_paths_epochs(tmp
 
     # the thread installed the same tokenized copy the cached path makes (same key), in the corpus's order
     batches.thread.join()
+    assert not list((tmp_path / "cache").glob(".staging-*"))  # the thread's staging folder, removed
     record = next((tmp_path / "cache").glob("pairs-*/tokens-*.json"))
     assert record.name == next((tmp_path / "oracle").glob("pairs-*/tokens-*.json")).name
     assert len(json.loads(record.read_text())["files"]) == len(block_bounds(len(read), 64)) > 3
@@ -123,11 +125,13 @@ def test_the_blocks_cover_the_corpus_once_in_a_seeded_order():
 
 
 def test_a_full_disk_in_the_thread_is_one_line_in_the_training_loop_and_nothing_is_cached(tmp_path, monkeypatch):
+    """Also: the thread stages in a folder of its own, which a killed run's successor removes."""
     read, key, tokenizer = planted_corpus(tmp_path, 0)
     original = TrainingWhileTokenizing._write_block
     written = []
 
     def fills_the_disk(self, start, end, path):
+        assert os.path.basename(os.path.dirname(path)).endswith("-tokens")  # not the process's own folder
         if len(written) == 2:
             raise OSError(errno.ENOSPC, "No space left on device", path)
         written.append(path)

@@ -450,6 +450,9 @@ def test_temporary_files_of_killed_runs_are_removed_and_nothing_else(tmp_path):
     killed.mkdir(parents=True)
     (killed / corpus_cache.STAGING_MARKER).write_text("")
     (killed / "pairs.arrow").write_bytes(b"half")
+    killed_thread = cache / corpus_cache.staging_folder_name(dead, user="tokens")  # a thread's, of the same run
+    killed_thread.mkdir()
+    (killed_thread / corpus_cache.STAGING_MARKER).write_text("")
     alive = cache / corpus_cache.staging_folder_name(os.getppid())
     alive.mkdir()
     (alive / corpus_cache.STAGING_MARKER).write_text("")
@@ -460,7 +463,7 @@ def test_temporary_files_of_killed_runs_are_removed_and_nothing_else(tmp_path):
     source, target = write_pairs(tmp_path, distinct_pairs(20))
     logged = []
     read_corpus(source, target, "train", str(cache), log=logged.append)
-    assert not killed.exists() and alive.exists() and foreign.exists()
+    assert not killed.exists() and not killed_thread.exists() and alive.exists() and foreign.exists()
     assert (cache / ".staging-notes").exists() and (cache / "mine.txt").exists()
     assert any(str(killed) in line and "killed" in line for line in logged), logged
 

@@ -117,7 +117,7 @@ class TrainingWhileTokenizing(torch.utils.data.IterableDataset):
 
     def _tokenize(self) -> None:
         try:
-            with staging(self.cache_dir, self.log) as stage:
+            with staging(self.cache_dir, self.log, user="tokens") as stage:  # beside the process's own
                 names = {}
                 for b in self.order:
                     names[b] = f"tokens-{self.key}-{b:05d}-of-{len(self.bounds):05d}.arrow"

@@ -103,12 +103,17 @@ def _host() -> str:
     return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
 
 
-STAGING_PATTERN = re.compile(r"^\.staging-(?P<host>[A-Za-z0-9._]+)-(?P<pid>\d+)$")
+STAGING_USERS = ("tokens",)  # a process's second staging folder, for a thread's work beside its own
+STAGING_PATTERN = re.compile(r"^\.staging-(?P<host>[A-Za-z0-9._]+)-(?P<pid>\d+)(?:-(?:" + "|".join(STAGING_USERS)
+                             + r"))?$")
 
 
-def staging_folder_name(pid: int | None = None) -> str:
-    """The name of the staging folder of process `pid` (default: this one) on this machine."""
-    return f".staging-{_host()}-{os.getpid() if pid is None else pid}"
+def staging_folder_name(pid: int | None = None, user: str = "") -> str:
+    """The name of the staging folder of process `pid` (default: this one) on this machine; `user` (one of
+    `STAGING_USERS`) names a second one of the same process, for a thread's work beside the process's own."""
+    if user and user not in STAGING_USERS:
+        raise ValueError(f"staging folder user {user!r} is not one of {STAGING_USERS}")
+    return f".staging-{_host()}-{os.getpid() if pid is None else pid}" + (f"-{user}" if user else "")
 
 
 def check_cache_dir(cache_dir: str, option: str = "--data-cache-dir") -> None:
@@ -142,10 +147,11 @@ def remove_stale_staging(cache_dir: str, log=print) -> None:
 
 
 @contextlib.contextmanager
-def staging(cache_dir: str, log=print):
-    """This process's staging folder in the cache (`staging_folder_name`, with our marker), removed when the block
-    ends, whatever happens; a full disk or an unwritable folder is one `OutputError` line naming the cache."""
-    folder = os.path.join(cache_dir, staging_folder_name())
+def staging(cache_dir: str, log=print, user: str = ""):
+    """This process's staging folder in the cache (`staging_folder_name`, with our marker; `user` for a thread's),
+    removed when the block ends, whatever happens; a full disk or an unwritable folder is one `OutputError` line
+    naming the cache."""
+    folder = os.path.join(cache_dir, staging_folder_name(user=user))
     try:
         with writing_errors(cache_dir):
             os.makedirs(cache_dir, exist_ok=True)

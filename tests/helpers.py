@@ -1,8 +1,10 @@
-"""Helpers shared by the tests: tiny configs and models, random padded batches, and where things are.
+"""Helpers shared by the tests: tiny configs and models, random padded batches, where things are, and a training run
+stopped mid-way and resumed.
 
 (pytest fixtures live in conftest.py; this is a plain module the tests import: `from helpers import tiny_model`.)
 """
 
+import json
 import math
 import os
 import pathlib
@@ -173,3 +175,35 @@ def copy_encoder_layer(theirs: nn.TransformerEncoderLayer, ours) -> None:
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+class Interrupt(Exception):
+    """Raised by `crash_at`'s callback: a training run stopped mid-way, as a kill would stop it."""
+
+
+def crash_at(step: int):
+    """A TrainerCallback that raises `Interrupt` at the end of training step `step`."""
+    from transformers import TrainerCallback
+
+    class CrashAt(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == step:
+                raise Interrupt
+
+    return CrashAt()
+
+
+def step_losses(folder) -> tuple[int, dict]:
+    """(the last step, {step: loss}) of a run folder's trainer_state.json."""
+    state = json.loads((pathlib.Path(folder) / "trainer_state.json").read_text())
+    return state["global_step"], {e["step"]: e["loss"] for e in state["log_history"] if "loss" in e}
+
+
+def assert_resumed_like_uninterrupted(resumed, full, steps: int) -> None:
+    """The run folder `resumed` (stopped and resumed) logged every step's loss, as the uninterrupted `full` did."""
+    import pytest
+
+    (full_steps, full_losses), (resumed_steps, resumed_losses) = step_losses(full), step_losses(resumed)
+    assert full_steps == resumed_steps == steps and sorted(resumed_losses) == list(range(1, steps + 1))
+    for step in range(1, steps + 1):
+        assert resumed_losses[step] == pytest.approx(full_losses[step], rel=1e-4), step

@@ -362,17 +362,9 @@ def test_a_resumed_run_with_augment_trains_on_the_batches_of_an_uninterrupted_on
     """Kill a run after its step-4 checkpoint (at step 6), resume: the losses of every step match an uninterrupted
     run's, across epochs (~5 batches each), while batches were changed."""
     from test_training import tiny
-    from transformers import TrainerCallback
 
+    from helpers import Interrupt, assert_resumed_like_uninterrupted, crash_at
     from vanilla_transformer.training.train import main as train_main
-
-    class Interrupt(Exception):
-        pass
-
-    class CrashAtStep6(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            if state.global_step == 6:
-                raise Interrupt
 
     changed = []
     original_augment = AugmentingCollator.augment
@@ -389,14 +381,7 @@ def test_a_resumed_run_with_augment_trains_on_the_batches_of_an_uninterrupted_on
     assert len(changed) >= 6
     broken = tmp_path / "broken"
     with pytest.raises(Interrupt):
-        train_main(["--output_dir", str(broken), *common], callbacks=[CrashAtStep6()])
+        train_main(["--output_dir", str(broken), *common], callbacks=[crash_at(6)])
     train_main(["--output_dir", str(broken), "--resume_from_checkpoint", "true", *common])
 
-    def losses(folder):
-        state = json.loads((folder / "trainer_state.json").read_text())
-        return state["global_step"], {e["step"]: e["loss"] for e in state["log_history"] if "loss" in e}
-
-    (full_steps, full_losses), (resumed_steps, resumed_losses) = losses(full), losses(broken)
-    assert full_steps == resumed_steps == 12 and sorted(resumed_losses) == list(range(1, 13))
-    for step in range(1, 13):
-        assert resumed_losses[step] == pytest.approx(full_losses[step], rel=1e-4), step
+    assert_resumed_like_uninterrupted(broken, full, 12)

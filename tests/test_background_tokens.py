@@ -11,6 +11,7 @@ import random
 import numpy as np
 import pytest
 
+from helpers import Interrupt, assert_resumed_like_uninterrupted, crash_at, step_losses
 from tests.test_corpora import distinct_pairs, run_args, write_pairs
 from vanilla_transformer.files import OutputError
 from vanilla_transformer.training import background_tokens
@@ -149,16 +150,6 @@ def test_a_full_disk_in_the_thread_is_one_line_in_the_training_loop_and_nothing_
 
 @pytest.mark.slow  # training runs
 def test_a_run_training_while_tokenizing_resumes_like_an_uninterrupted_one(tmp_path, monkeypatch, capsys):
-    from transformers import TrainerCallback
-
-    class Interrupt(Exception):
-        pass
-
-    class CrashAtStep5(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            if state.global_step == 5:
-                raise Interrupt
-
     monkeypatch.setattr(background_tokens, "BLOCK_PAIRS", 40)
     pairs = distinct_pairs(150)
     pairs[10] = pairs[100]
@@ -171,20 +162,13 @@ def test_a_run_training_while_tokenizing_resumes_like_an_uninterrupted_one(tmp_p
     assert "Training while the 150 training pairs are tokenized" in out and "Tokenized 150 training pairs" in out
     broken = tmp_path / "broken"
     with pytest.raises(Interrupt):
-        train_main(run_args(source, target, broken, tmp_path / "cache", *common), callbacks=[CrashAtStep5()])
+        train_main(run_args(source, target, broken, tmp_path / "cache", *common), callbacks=[crash_at(5)])
     capsys.readouterr()
     train_main(run_args(source, target, broken, tmp_path / "cache", *common, "--resume_from_checkpoint", "true"))
     out = capsys.readouterr().out  # the killed run left the tokens whole: the resumed one reads them
     assert "Training while the 150" in out and "Reusing the tokenized training pairs" in out
 
-    def losses(folder):
-        state = json.loads((folder / "trainer_state.json").read_text())
-        return state["global_step"], {e["step"]: e["loss"] for e in state["log_history"] if "loss" in e}
-
-    (full_steps, full_losses), (resumed_steps, resumed_losses) = losses(full), losses(broken)
-    assert full_steps == resumed_steps == 12 and sorted(resumed_losses) == list(range(1, 13))
-    for step in range(1, 13):
-        assert resumed_losses[step] == pytest.approx(full_losses[step], rel=1e-4), step
+    assert_resumed_like_uninterrupted(broken, full, 12)
     results = json.loads((full / "all_results.json").read_text())
     assert results["train_pairs_read"] == 150 and results["train_pairs_used"] == 149
     assert results["cleaning"]["duplicate"] == 1
@@ -221,17 +205,7 @@ def test_a_resumed_run_trains_as_its_checkpoint_was_trained(tmp_path, monkeypatc
     """A checkpoint says whether its run trained while tokenizing; a resume with the option unset follows it (an
     older checkpoint without the record was made by a run that waited), so the corpus's size cannot switch the
     batches of a run half-way; told otherwise, the resumed run says that its batches differ."""
-    from transformers import TrainerCallback
-
     from vanilla_transformer.training import text_corpus
-
-    class Interrupt(Exception):
-        pass
-
-    class CrashAtStep5(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            if state.global_step == 5:
-                raise Interrupt
 
     monkeypatch.setattr(background_tokens, "BLOCK_PAIRS", 40)
     monkeypatch.setattr(text_corpus, "TRAIN_WHILE_TOKENIZING_PAIRS", 100)  # this corpus trains while tokenizing
@@ -242,7 +216,7 @@ def test_a_resumed_run_trains_as_its_checkpoint_was_trained(tmp_path, monkeypatc
     broken = tmp_path / "broken"
     with pytest.raises(Interrupt):
         train_main(run_args(source, target, broken, tmp_path / "cache", *common, "--train_while_tokenizing", "false"),
-                   callbacks=[CrashAtStep5()])
+                   callbacks=[crash_at(5)])
     record = broken / "checkpoint-4" / background_tokens.BATCHES_RECORD
     assert json.loads(record.read_text()) == {"train_while_tokenizing": False}
     record.unlink()  # as a checkpoint made before the record existed
@@ -250,15 +224,12 @@ def test_a_resumed_run_trains_as_its_checkpoint_was_trained(tmp_path, monkeypatc
     train_main(run_args(source, target, broken, tmp_path / "cache", *common, "--resume_from_checkpoint", "true"))
     assert "Training while" not in capsys.readouterr().out
 
-    def losses(folder):
-        state = json.loads((folder / "trainer_state.json").read_text())
-        return {e["step"]: e["loss"] for e in state["log_history"] if "loss" in e}
-
-    assert losses(broken) == pytest.approx(losses(full), rel=1e-4) and sorted(losses(broken)) == list(range(1, 13))
+    resumed, uninterrupted = step_losses(broken)[1], step_losses(full)[1]
+    assert resumed == pytest.approx(uninterrupted, rel=1e-4) and sorted(resumed) == list(range(1, 13))
 
     fresh = tmp_path / "fresh"  # unset, no checkpoint: the corpus's size decides
     with pytest.raises(Interrupt):
-        train_main(run_args(source, target, fresh, tmp_path / "cache", *common), callbacks=[CrashAtStep5()])
+        train_main(run_args(source, target, fresh, tmp_path / "cache", *common), callbacks=[crash_at(5)])
     assert "Training while the 150 training pairs" in capsys.readouterr().out
     assert json.loads((fresh / "checkpoint-4" / background_tokens.BATCHES_RECORD).read_text()) == {
         "train_while_tokenizing": True}

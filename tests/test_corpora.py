@@ -20,6 +20,7 @@ import datasets
 import numpy as np
 import pytest
 
+from helpers import Interrupt, assert_resumed_like_uninterrupted, crash_at
 from vanilla_transformer.cli.main import main as cli_main
 from vanilla_transformer.cli.options import UsageError
 from vanilla_transformer.files import text_lines
@@ -170,16 +171,6 @@ def test_planted_bad_pairs_are_counted_per_rule_in_the_results_and_the_card(tmp_
 
 @pytest.mark.slow  # training runs
 def test_a_streamed_run_trains_resumes_like_an_uninterrupted_one_and_writes_no_cache(tmp_path):
-    from transformers import TrainerCallback
-
-    class Interrupt(Exception):
-        pass
-
-    class CrashAtStep5(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            if state.global_step == 5:
-                raise Interrupt
-
     source, target = write_pairs(tmp_path, distinct_pairs(120), compress=True)
     cache = tmp_path / "cache"
     common = ["--streaming", "--max_steps", "8", "--save_steps", "4", "--logging_steps", "1",
@@ -188,18 +179,11 @@ def test_a_streamed_run_trains_resumes_like_an_uninterrupted_one_and_writes_no_c
     train_main(run_args(source, target, full, cache, *common))
     broken = tmp_path / "broken"
     with pytest.raises(Interrupt):
-        train_main(run_args(source, target, broken, cache, *common), callbacks=[CrashAtStep5()])
+        train_main(run_args(source, target, broken, cache, *common), callbacks=[crash_at(5)])
     train_main(run_args(source, target, broken, cache, *common, "--resume_from_checkpoint", "true"))
     assert not cache.exists()
 
-    def losses(folder):
-        state = json.loads((folder / "trainer_state.json").read_text())
-        return state["global_step"], {e["step"]: e["loss"] for e in state["log_history"] if "loss" in e}
-
-    (full_steps, full_losses), (resumed_steps, resumed_losses) = losses(full), losses(broken)
-    assert full_steps == resumed_steps == 8 and sorted(resumed_losses) == list(range(1, 9))
-    for step in range(1, 9):
-        assert resumed_losses[step] == pytest.approx(full_losses[step], rel=1e-4), step
+    assert_resumed_like_uninterrupted(broken, full, 8)
     results = json.loads((full / "all_results.json").read_text())
     assert results["train_pairs_read"] == 120 and "cleaning" not in results
 

@@ -38,7 +38,7 @@ import pyarrow as pa
 import torch
 
 from vanilla_transformer.training.arrow_columns import length_columns, numpy_columns, select_rows
-from vanilla_transformer.training.batching import TokenBudgetBatchSampler, cut_points
+from vanilla_transformer.training.batching import TokenBudgetBatchSampler, maxi_batch
 from vanilla_transformer.training.cleaning import (
     clean_corpus,
     drop_empty_sides,
@@ -159,9 +159,10 @@ class TrainingWhileTokenizing(torch.utils.data.IterableDataset):
         self._wait(lambda: b in self.blocks)
         return self.blocks[b]
 
-    def _first_pass_kept(self, tokens, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """-> (the rows of a block's `tokens` pass 0 trains on, the hashes seen so far with theirs added)."""
-        source, target = length_columns(tokens)
+    def _first_pass_kept(self, tokens, lengths, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """-> (the rows of a block's `tokens` (with their `lengths`: `length_columns`) pass 0 trains on, the hashes
+        seen so far with theirs added)."""
+        source, target = lengths
         if not self.clean:
             return np.flatnonzero(~empty_side(source, target)), seen
         usable = passing(pair_rules(source, target, self.max_source_length, self.max_target_length))
@@ -172,26 +173,23 @@ class TrainingWhileTokenizing(torch.utils.data.IterableDataset):
         candidates = candidates[~np.isin(hashes[candidates], seen, assume_unique=True)]
         return candidates, np.union1d(seen, hashes[candidates])
 
-    def _maxi_batches(self, tokens, rows: np.ndarray, rng: np.random.Generator) -> Iterator[list[dict]]:
-        """`rows` of `tokens` shuffled, in maxi-batches sorted by length and cut by the token budget."""
+    def _maxi_batches(self, tokens, lengths, rows: np.ndarray, rng: np.random.Generator) -> Iterator[list[dict]]:
+        """`rows` of `tokens` shuffled, in maxi-batches (`batching.maxi_batch`) of `maxi_batch_pairs`."""
         ids = tokens.select_columns(["input_ids", "labels"])
-        source, target = length_columns(tokens)
-        lengths = np.maximum(source, target)
+        longer = np.maximum(*lengths)
         rows = rng.permutation(rows)
         for start in range(0, len(rows), self.maxi_batch_pairs):
             chunk = rows[start:start + self.maxi_batch_pairs]
-            chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
-            ends = cut_points(lengths[chunk], self.max_tokens)
-            starts = np.concatenate([[0], ends[:-1]])
-            for b in rng.permutation(len(ends)).tolist():
-                yield ids.__getitems__(chunk[starts[b]:ends[b]].tolist())
+            for positions in maxi_batch(longer[chunk], self.max_tokens, rng):
+                yield ids.__getitems__(chunk[positions].tolist())
 
     def check_some_pair_is_kept(self) -> None:
         """Raise `DataError` (one line with the pairs each rule dropped) when the cleaning drops every pair: the
         endless stream would never make a batch. Waits for the blocks in pass 0's order until one keeps a pair: the
         first block, unless nearly all pairs go (then the whole corpus is tokenized first)."""
         for b in self.order:
-            if len(self._first_pass_kept(self._block(b), np.zeros(0, dtype=np.uint64))[0]):
+            tokens = self._block(b)
+            if len(self._first_pass_kept(tokens, length_columns(tokens), np.zeros(0, dtype=np.uint64))[0]):
                 return
         self.finish()
 
@@ -220,8 +218,9 @@ class TrainingWhileTokenizing(torch.utils.data.IterableDataset):
         seen = np.zeros(0, dtype=np.uint64)
         for position, b in enumerate(self.order):
             tokens = self._block(b)
-            rows, seen = self._first_pass_kept(tokens, seen)
-            yield from self._maxi_batches(tokens, rows, np.random.default_rng([self.seed, 0, position]))
+            lengths = length_columns(tokens)
+            rows, seen = self._first_pass_kept(tokens, lengths, seen)
+            yield from self._maxi_batches(tokens, lengths, rows, np.random.default_rng([self.seed, 0, position]))
         del seen
         tokens, kept = self.finish()  # a corpus the cleaning empties: one DataError line here
         training = tokens if len(kept) == len(tokens) else select_rows(tokens, kept)

@@ -129,3 +129,14 @@ def cut_points(pair_lengths: np.ndarray, max_tokens: int, chunk: int = 1 << 20) 
             position += 1
     ends.append(position)
     return np.asarray(ends, dtype=np.int64)
+
+
+def maxi_batch(lengths: np.ndarray, max_tokens: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
+    """Marian's maxi-batch: the pairs of one chunk (`lengths`: the longer side of each, in tokens) sorted by length,
+    cut greedily by the token budget (`cut_points`), the batches in a random order drawn from `rng`. -> the
+    positions within the chunk of each batch's pairs."""
+    order = np.argsort(lengths, kind="stable")
+    ends = cut_points(lengths[order], max_tokens)
+    starts = np.concatenate([[0], ends[:-1]])
+    for b in rng.permutation(len(ends)).tolist():
+        yield order[starts[b]:ends[b]]

@@ -22,7 +22,7 @@ from datasets import IterableDataset
 from datasets.distributed import split_dataset_by_node
 
 from vanilla_transformer.files import text_lines
-from vanilla_transformer.training.batching import cut_points
+from vanilla_transformer.training.batching import maxi_batch
 from vanilla_transformer.training.cleaning import CLEANING_RULES, pair_rules, passing
 from vanilla_transformer.training.corpus_cache import batch_encoder
 from vanilla_transformer.training.messages import DataError
@@ -98,11 +98,8 @@ class StreamingTokenBatches(torch.utils.data.IterableDataset):
         iterator = iter(examples)
         while chunk := list(itertools.islice(iterator, self.maxi_batch_pairs)):
             lengths = np.asarray([max(len(e["input_ids"]), len(e["labels"])) for e in chunk])
-            order = np.argsort(lengths, kind="stable")
-            ends = cut_points(lengths[order], self.max_tokens)
-            starts = np.concatenate([[0], ends[:-1]])
-            for b in rng.permutation(len(ends)).tolist():
-                yield [chunk[i] for i in order[starts[b]:ends[b]].tolist()]
+            for positions in maxi_batch(lengths, self.max_tokens, rng):
+                yield [chunk[i] for i in positions.tolist()]
 
     def __iter__(self) -> Iterator[list[dict]]:
         for epoch in itertools.count():

@@ -288,6 +288,14 @@ def cached_tokenizer(corpus: TextCorpus, data_args, training_args, train):
     return tokenizer
 
 
+def cleaning_line(corpus: TextCorpus, data_args) -> str:
+    """What the cleaning of `corpus` (its `cleaning` counts and `pairs_used`) did, in one line."""
+    if data_args.no_clean:
+        return f"Dropped {corpus.cleaning['empty_side']:,} training pairs with an empty side (--no_clean)."
+    return describe_cleaning(corpus.pairs_read, corpus.pairs_used, corpus.cleaning, data_args.max_source_length,
+                             data_args.max_target_length)
+
+
 def cached_training_set(corpus: TextCorpus, tokenizer, data_args, training_args, keep_text: bool):
     """-> (the tokenized (from the cache where it holds them), cleaned training pairs; with `keep_text` their
     `source` and `target` strings too (BPE-dropout segments them anew), (their source lengths, target lengths)).
@@ -313,9 +321,7 @@ def cached_training_set(corpus: TextCorpus, tokenizer, data_args, training_args,
     if training_args.process_index == 0:
         if corpus.weight != 1 or corpus.tag is not None or training_corpora(data_args)[1:]:
             print(f"Corpus {corpus.source} / {corpus.target}:", flush=True)
-        print(describe_cleaning(corpus.pairs_read, len(kept), counts, data_args.max_source_length,
-                                data_args.max_target_length) if clean else
-              f"Dropped {counts['empty_side']:,} training pairs with an empty side (--no_clean).", flush=True)
+        print(cleaning_line(corpus, data_args), flush=True)
     if keep_text:
         tokenized = datasets.concatenate_datasets([corpus.pairs, tokenized], axis=1)
     return select_kept(tokenized, kept, (source, target))
@@ -412,9 +418,7 @@ def background_training_set(corpus: TextCorpus, tokenizer, data_args, training_a
 
     def cleaned(kept, counts):
         corpus.cleaning, corpus.pairs_used = counts, len(kept)
-        log(describe_cleaning(corpus.pairs_read, len(kept), counts, data_args.max_source_length,
-                              data_args.max_target_length) if clean else
-            f"Dropped {counts['empty_side']:,} training pairs with an empty side (--no_clean).")
+        log(cleaning_line(corpus, data_args))
 
     log(f"Training while the {corpus.pairs_read:,} training pairs are tokenized (--train_while_tokenizing): the "
         "first pass visits them in blocks as they are tokenized.")

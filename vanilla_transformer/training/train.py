@@ -109,7 +109,7 @@ def run(data_args, model_args, training_args, callbacks=None) -> dict:
     with output_dir_lock(training_args), writing_errors(training_args.output_dir):
         prepare_output_dir(training_args, resume, inputs)
         metrics = train(trainer, training_args, resume)
-        if hasattr(trainer.train_dataset, "finish"):  # background_tokens: the tokenized copy whole, the counts known
+        if data.trains_while_tokenizing:  # background_tokens: the tokenized copy whole, the counts known
             trainer.train_dataset.finish()
         if trainer.time_budget is not None:
             state.budget = trainer.time_budget.plan

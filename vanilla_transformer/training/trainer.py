@@ -31,7 +31,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 from vanilla_transformer.cards.model_card import render_model_card
 from vanilla_transformer.files import clean_stale_staging, install_folder, staging_name, writing_errors
 from vanilla_transformer.training.arrow_columns import length_columns
-from vanilla_transformer.training.background_tokens import BATCHES_RECORD
+from vanilla_transformer.training.background_tokens import BATCHES_RECORD, TrainingWhileTokenizing
 from vanilla_transformer.training.batching import TokenBudgetBatchSampler
 from vanilla_transformer.training.budget import (
     PLACEHOLDER_MAX_STEPS,
@@ -387,7 +387,7 @@ class TranslationTrainer(Seq2SeqTrainer):
                 self._point_best_checkpoint_at(run_dir, holder)
                 self.state.save_to_json(os.path.join(staged, "trainer_state.json"))
                 with open(os.path.join(staged, BATCHES_RECORD), "w", encoding="utf-8") as f:  # a resume follows it
-                    json.dump({"train_while_tokenizing": hasattr(self.train_dataset, "finish")}, f)
+                    json.dump({"train_while_tokenizing": isinstance(self.train_dataset, TrainingWhileTokenizing)}, f)
                 install_folder(staged, target)
                 shutil.rmtree(holder, ignore_errors=True)
                 rotate_checkpoints(output_dir=run_dir, save_total_limit=self.args.save_total_limit,

@@ -13,9 +13,11 @@ import time
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from helpers import REPO_ROOT, run_main
 from vanilla_transformer.cli.main import main
+from vanilla_transformer.training import table3
 from vanilla_transformer.training.presets import paper_learning_rate
 from vanilla_transformer.training.table3 import (
     PAPER_BASE,
@@ -117,11 +119,12 @@ def test_the_rate_a_row_trained_at_is_read_from_its_last_checkpoint_or_its_recor
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    """The study of rows B, D and E on the tiny demo, killed once its first row is finished, then run to the end."""
+    """The study of rows B, D and E on the tiny demo, two rows at a time (each in its own process), killed once its
+    first row is finished, then run to the end (in this process, with the default --jobs)."""
     folder = tmp_path_factory.mktemp("study") / "table3"
     argv = ["study", "table3", "--out", str(folder), *STUDY, "--", *RECIPE]
     first = folder / "rows" / "base-seed1"
-    process = subprocess.Popen([sys.executable, "-m", "training.table3", *argv[2:]], cwd=REPO_ROOT,
+    process = subprocess.Popen([sys.executable, "-m", "training.table3", "--jobs", "2", *argv[2:]], cwd=REPO_ROOT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                                env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     try:
@@ -254,3 +257,115 @@ def test_a_study_on_the_first_pairs_trains_every_row_on_them(tmp_path, capsys):
         assert "- **training pairs**: 37\n" in (row / "README.md").read_text(), row.name
     subset = read_dev_set([*RECIPE, "--max_train_samples", "37"], 1)[:2]
     assert subset == read_dev_set(RECIPE, 1)[:2] and len(subset[0]) == 24  # --max_eval_samples, not 37
+
+
+def two_cpus():
+    if len(table3.usable_cpus()) < 2:
+        pytest.skip("rows side by side need two CPUs")
+
+
+def test_the_cpus_are_shared_out_in_disjoint_sets(monkeypatch):
+    monkeypatch.setattr(table3, "usable_cpus", lambda: [0, 1, 2, 3, 5])
+    assert table3.cpu_slots(2) == [(0, 1, 2), (3, 5)]
+    assert table3.cpu_slots(5) == [(0,), (1,), (2,), (3,), (5,)]
+    assert table3.cpu_slots(9) == table3.cpu_slots(5)  # never two rows on one CPU
+    assert table3.cpu_slots(1) == [(0, 1, 2, 3, 5)]
+
+
+@pytest.mark.slow  # the study's training runs
+def test_rows_trained_side_by_side_each_ran_on_cpus_of_their_own(study):
+    """The killed study's first part ran with --jobs 2: its first two rows trained at the same time, each with one
+    thread on one CPU, not the same one."""
+    two_cpus()
+    folder = study[0]
+    trained = {key: json.loads((folder / "rows" / key / "table3_row.json").read_text())["trained"]
+               for key in ("base-seed1", "base-seed2")}
+    first, second = trained["base-seed1"], trained["base-seed2"]
+    assert first["started"] < second["ended"] and second["started"] < first["ended"]  # at the same time
+    assert len(first["cpus"]) == len(second["cpus"]) == 1 and first["cpus"] != second["cpus"]
+    assert first["threads"] == second["threads"] == 1
+    assert (folder / "logs" / "base-seed1.log").read_text().count("Finished training") == 1
+
+
+@pytest.mark.slow  # the study's training runs
+def test_a_row_trained_in_a_process_of_its_own_equals_the_row_trained_in_the_studys(tmp_path, capsys):
+    """The oracle: the same rows trained by the study itself, one after the other, with the same one thread."""
+    two_cpus()
+    recipe = [*RECIPE, "--bf16", "false"]  # the same arithmetic in both, whatever the machine measures as faster
+    weights = {}
+    for jobs in ("2", "1"):
+        folder = tmp_path / f"jobs{jobs}"
+        previous = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            code, out, err = run_main(main, ["study", "table3", "--out", str(folder), "--steps", "3", "--seeds", "1",
+                                             "--rows", "E", "--no-figure", "--jobs", jobs, "--", *recipe], capsys)
+        finally:
+            torch.set_num_threads(previous)
+        assert code == 0, err[-3000:]
+        assert ("at a time, each on its own CPUs" in out) == (jobs == "2")
+        weights[jobs] = {key: load_file(folder / "rows" / key / "model.safetensors") for key in ("base-seed1",
+                                                                                                "E-learned")}
+    for key, tensors in weights["2"].items():
+        assert tensors.keys() == weights["1"][key].keys()
+        for name, tensor in tensors.items():
+            torch.testing.assert_close(tensor, weights["1"][key][name], rtol=0, atol=0, msg=f"{key} {name}")
+
+
+@pytest.mark.slow  # the study's training runs
+def test_a_row_that_fails_in_its_process_is_one_line_and_stops_the_others(tmp_path, capsys):
+    """A file where a row's folder must be: that row's one-line error (its name and its log), the row beside it
+    stopped, the file untouched; once the file is moved away, the same command finishes the study."""
+    two_cpus()
+    folder = tmp_path / "table3"
+    argv = ["study", "table3", "--out", str(folder), "--steps", "200", "--seeds", "1", "--rows", "E", "--no-figure",
+            "--jobs", "2", "--", *RECIPE]
+    (folder / "rows").mkdir(parents=True)
+    (folder / "study.json").write_text(json.dumps({"recipe_options": RECIPE, "steps": 200, "minutes": 5.0}))
+    blocker = folder / "rows" / "E-learned"
+    blocker.write_text("a file of the user's")
+    code, out, err = run_main(main, argv, capsys)
+    assert code == 2, err  # the recipe's usage error for an output folder that is a file, as without --jobs
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("vanilla-transformer study table3: error: E-learned: --output_dir: "), err
+    assert line.endswith(f"(its log: {folder / 'logs' / 'E-learned.log'})") and "Traceback" not in err
+    assert blocker.read_text() == "a file of the user's"
+    assert not (folder / "rows" / "base-seed1" / "table3_row.json").exists()  # stopped, not finished
+    blocker.rename(tmp_path / "moved")
+    code, out, err = run_main(main, argv, capsys)
+    assert code == 0, err[-3000:]
+    assert all((folder / "rows" / key / "table3_row.json").is_file() for key in ("base-seed1", "E-learned"))
+
+
+@pytest.mark.slow  # starts the study's processes
+def test_a_study_killed_takes_its_rows_processes_with_it(tmp_path):
+    """SIGKILL to the study's process alone (no process group): the processes training its rows end too, so a study
+    run again never finds its rows still being trained by the one killed."""
+    two_cpus()
+    folder = tmp_path / "table3"
+    process = subprocess.Popen([sys.executable, "-m", "training.table3", "--out", str(folder), "--steps", "100000",
+                                "--seeds", "2", "--rows", "E", "--no-figure", "--jobs", "2", "--", *RECIPE],
+                               cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    try:
+        deadline = time.monotonic() + 300
+        logs = [folder / "logs" / f"base-seed{seed}.log" for seed in (1, 2)]
+        while time.monotonic() < deadline and not all(log.is_file() and "Precision" in log.read_text()
+                                                      for log in logs):
+            assert process.poll() is None, "the study ended"
+            time.sleep(0.5)
+        assert all(log.is_file() for log in logs), "the rows did not start"
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(process.pid, 0)  # anything left of the study's session?
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the rows' processes outlived the study")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)

@@ -1,5 +1,5 @@
-"""`vanilla-transformer study table3 --out DIR [--steps N | --minutes M] [--seeds K] [--rows A,B,...] -- RECIPE
-OPTIONS`: the paper's Table 3 re-run on your data (vanilla_transformer.training.table3; docs/table3.md).
+"""`vanilla-transformer study table3 --out DIR [--steps N | --minutes M] [--seeds K] [--rows A,B,...] [--jobs J] --
+RECIPE OPTIONS`: the paper's Table 3 re-run on your data (vanilla_transformer.training.table3; docs/table3.md).
 
     vanilla-transformer study table3 --out studies/table3 -- --preset multi30k-pre-ln \\
         --train_source train.en --train_target train.de --validation_source val.en --validation_target val.de
@@ -42,6 +42,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="seeds of the base row, for the run-to-run spread (default 3)")
     parser.add_argument("--rows", type=_groups, default=GROUPS, metavar="A,B,...",
                         help="the groups of rows to train (default: all, A,B,C,D,E)")
+    parser.add_argument("--jobs", action=checked(positive_int),
+                        help="rows trained at once, each in a process of its own on its own CPUs (default: one per "
+                             "CPU, as many as the memory holds at 3 GB a row; 1 where CUDA is available)")
     parser.add_argument("--no-figure", action="store_true", help="write no table3.png (needs no matplotlib)")
     parser.add_argument("recipe", nargs=argparse.REMAINDER, metavar="-- RECIPE OPTIONS",
                         help="the recipe's options for every row (data and --preset), after --")
@@ -60,4 +63,4 @@ def run(args: argparse.Namespace) -> None:
     from vanilla_transformer.training.table3 import run_study
 
     run_study(args.out, args.recipe, steps=args.steps, minutes=args.minutes, seeds=args.seeds, groups=args.rows,
-              figure=not args.no_figure)
+              figure=not args.no_figure, jobs=args.jobs)

@@ -13,6 +13,12 @@ study does the same with the reader's recipe options (a preset and data) as the 
   paper's equation 3 scales it (its d_model 1024 row learns at 0.71x the base's rate): a wider model at the narrow
   one's rate diverges;
 - the base row trains once per seed, so a difference is read against the run-to-run spread (`Noise`);
+- rows train side by side, each in a process of its own on its own CPUs (`--jobs`, default one per CPU as memory
+  allows; one where CUDA is available): a model of Multi30k's size trains almost as fast on one core as on two, so two
+  rows at once on 2 cores take about the time of one. The timing run trains on one job's CPUs, so "the steps the base
+  row makes in --minutes" are a row's steps under the study's own conditions. Each row's output goes to
+  logs/NAME.log; a row that fails stops the study with its one-line error, the rows still training are stopped (they
+  resume from their last checkpoint next time) and a killed study takes its rows' processes with it;
 - each row is a run folder of the recipe under `rows/`, finished once `table3_row.json` is written there: a study
   that is stopped continues where it was (a row half trained resumes from its last checkpoint), never retraining a
   finished row; a row folder trained at another learning rate than the study now plans is kept beside, renamed, and
@@ -25,11 +31,19 @@ table3.png (BLEU per row with the base row's seed spread).
 """
 
 import contextlib
+import ctypes
 import json
 import math
+import multiprocessing
 import os
+import signal
 import statistics
+import sys
+import time
+import traceback
+from collections import deque
 from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import wait
 
 import torch
 from transformers.trainer_utils import get_last_checkpoint
@@ -52,6 +66,10 @@ CALIBRATION = "steps-calibration"
 DEFAULT_MINUTES = 5.0
 DEFAULT_SEEDS = 3
 FIRST_SEED = 1
+LOGS = "logs"
+# The memory one row's process may take: the study runs no more rows at once than the machine's memory holds at this
+# much each (a multi30k-pre-ln row with bf16 autocast grows to about 2.7 GB resident; fp32 stays under 1 GB).
+ROW_MEMORY_GB = 3.0
 
 # The options the study sets for every row itself; in the recipe options they are refused. The model options (--d_model,
 # --attention_heads, ...) and --label_smoothing_factor are allowed: with the preset they make the base row, and each
@@ -331,23 +349,36 @@ def finished_steps(folder: str) -> int | None:
         return None
 
 
-def study_steps(study: Study) -> int:
+def study_steps(study: Study, jobs: int = 1) -> int:
     """Every row's step count: --steps, else the steps the base row makes in --minutes (timed once, by a time-budget
-    run of the base row in steps-calibration/; a calibration that was stopped starts over)."""
+    run of the base row in steps-calibration/, on one job's CPUs; a calibration that was stopped starts over)."""
     if study.steps is None:
-        folder = os.path.join(study.folder, CALIBRATION)
-        steps = finished_steps(folder)
+        steps = finished_steps(os.path.join(study.folder, CALIBRATION))
         if steps is None:
             print(f"Timing the base row: the steps it makes in {study.minutes:g} minutes become every row's steps",
                   flush=True)
-            recipe.main([*study.recipe_options, "--output_dir", folder, "--max_train_minutes", f"{study.minutes:g}",
-                         "--seed", str(FIRST_SEED), "--overwrite_output_dir", "true"])
-            steps = finished_steps(folder)
-            if steps is None:
-                raise RuntimeError(f"the timing run in {folder} did not finish; run the study again")
+            if jobs == 1:
+                steps = calibrate(study)
+            else:
+                def started(name, cpus):
+                    print(f"{name}: on CPU {describe_cpus(cpus)}, its log: {log_path(study, name)}", flush=True)
+
+                steps = run_in_processes(study, [(CALIBRATION, calibrate, (study,))], cpu_slots(jobs)[:1],
+                                         on_start=started)[CALIBRATION]
         study.steps = steps
         study.save()
     return study.steps
+
+
+def calibrate(study: Study) -> int:
+    """The timing run: the base row with --max_train_minutes; returns the steps it made."""
+    folder = os.path.join(study.folder, CALIBRATION)
+    recipe.main([*study.recipe_options, "--output_dir", folder, "--max_train_minutes", f"{study.minutes:g}",
+                 "--seed", str(FIRST_SEED), "--overwrite_output_dir", "true"])
+    steps = finished_steps(folder)
+    if steps is None:
+        raise RuntimeError(f"the timing run in {folder} did not finish; run the study again")
+    return steps
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -372,31 +403,44 @@ def read_dev_set(recipe_options: list[str], seed: int):
     return list(dev["source"]), list(dev["target"]), data_args
 
 
-def train_row(study: Study, row: Row) -> dict:
-    """The row's measurements: read from its table3_row.json when it is finished, else trained (resumed from its
-    last checkpoint when it has one) and measured."""
+def finished_row(study: Study, row: Row) -> dict | None:
+    """The row's measurements when it is finished (its table3_row.json), else None. A row folder trained at another
+    learning rate than the study plans for the row is set aside first (kept, renamed), so the row trains again."""
     folder = study.row_folder(row)
-    done = os.path.join(folder, ROW_DONE)
     trained = trained_learning_rate(folder)
     if trained is not None and not math.isclose(trained, row.learning_rate, rel_tol=1e-6):
         aside = set_aside(folder, f"lr{trained:g}")
         print(f"{row.key}: trained at learning rate {trained:g}, the study plans {row.learning_rate:g}; kept as "
               f"{aside}, training the row again", flush=True)
+    done = os.path.join(folder, ROW_DONE)
     if os.path.isfile(done):
         print(f"{row.key}: finished ({done})", flush=True)
         return read_json(done)
-    print(f"{row.key}: training {study.steps} steps ({describe(row.settings)}, seed {row.seed})", flush=True)
+    return None
+
+
+def train_row(study: Study, row: Row) -> dict:
+    """Train the row (resumed from its last checkpoint when it has one), measure it and write its table3_row.json;
+    returns the measurements."""
+    folder = study.row_folder(row)
     options = [*study.recipe_options, *row.options(study.recipe_options), "--output_dir", folder,
                "--max_steps", str(study.steps)]
     if os.path.isdir(folder) and get_last_checkpoint(folder) is not None:
         options += ["--resume_from_checkpoint", "true"]
     os.makedirs(os.path.dirname(folder), exist_ok=True)
+    started = time.time()
     metrics = recipe.main(options) or {}
     result = measure_row(folder, *dev_set(study, row.seed), metrics)
     if result["settings"] != asdict(row.settings):
         raise RuntimeError(f"{folder} trained {result['settings']}, not the row's {asdict(row.settings)}")
-    write_json(done, result)
+    result["trained"] = {"started": started, "ended": time.time(), "threads": torch.get_num_threads(),
+                         "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None}
+    write_json(os.path.join(folder, ROW_DONE), result)
     return result
+
+
+def training_line(study: Study, row: Row) -> str:
+    return f"{row.key}: training {study.steps} steps ({describe(row.settings)}, seed {row.seed})"
 
 
 def trained_learning_rate(folder: str) -> float | None:
@@ -463,6 +507,145 @@ def dev_perplexity(model, tokenizer, sources: list[str], targets: list[str], dat
 
 def describe(settings: Settings) -> str:
     return ", ".join(f"{name} {value}" for name, value in asdict(settings).items())
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Rows side by side, each in a process of its own on its own CPUs
+
+
+def usable_cpus() -> list[int]:
+    """The CPUs this process may run on (its affinity, where the system tells it)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(os.cpu_count() or 1))
+
+
+def default_jobs() -> int:
+    """Rows trained at once by default: one where CUDA is available (the rows would share one device), else one per
+    usable CPU, no more than the machine's memory holds at ROW_MEMORY_GB a row."""
+    if torch.cuda.is_available():
+        return 1
+    try:
+        memory_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (AttributeError, ValueError, OSError):
+        memory_gb = ROW_MEMORY_GB
+    return max(1, min(len(usable_cpus()), int(memory_gb // ROW_MEMORY_GB)))
+
+
+def cpu_slots(jobs: int) -> list[tuple[int, ...]]:
+    """`jobs` disjoint sets of consecutive usable CPUs, as equal as they go (at most one set per CPU)."""
+    cpus = usable_cpus()
+    jobs = max(1, min(jobs, len(cpus)))
+    size, extra = divmod(len(cpus), jobs)
+    slots, start = [], 0
+    for i in range(jobs):
+        end = start + size + (1 if i < extra else 0)
+        slots.append(tuple(cpus[start:end]))
+        start = end
+    return slots
+
+
+def describe_cpus(cpus: tuple[int, ...]) -> str:
+    return ",".join(map(str, cpus))
+
+
+def log_path(study: Study, name: str) -> str:
+    return os.path.join(study.folder, LOGS, f"{name}.log")
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask the kernel to kill this process when the study's process dies, however it dies (Linux's
+    PR_SET_PDEATHSIG), so that a killed study leaves no row training on; where that is not offered, nothing."""
+    with contextlib.suppress(AttributeError, OSError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the study died before the request was made
+        os._exit(1)
+
+
+def _in_process(connection, parent: int, cpus: tuple[int, ...], log: str, task, arguments: tuple) -> None:
+    """A row's process: on `cpus` with as many threads, its output to `log`; sends ("done", value) or
+    ("error", exception) back through `connection`."""
+    _die_with_parent(parent)
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setaffinity(0, cpus)
+    torch.set_num_threads(len(cpus))
+    with open(log, "a", encoding="utf-8") as f:
+        os.dup2(f.fileno(), 1)
+        os.dup2(f.fileno(), 2)
+    sys.stdout.reconfigure(line_buffering=True)
+    sys.stderr.reconfigure(line_buffering=True)
+    from transformers.utils import logging as hf_logging
+
+    from vanilla_transformer.registration import register
+
+    register()  # as the command line does before a command runs
+    hf_logging.disable_progress_bar()
+    try:
+        message = ("done", task(*arguments))
+    except BaseException as error:  # noqa: BLE001 -- every failure goes back to the study, which reports it
+        traceback.print_exc()
+        message = ("error", error)
+    try:
+        connection.send(message)
+    except Exception:  # noqa: BLE001 -- an exception that does not pickle: its type and text
+        connection.send(("error", RuntimeError(f"{type(message[1]).__name__}: {message[1]}")))
+    connection.close()
+
+
+def _named(error: BaseException, name: str, log: str) -> BaseException:
+    """`error` with the row's name and its log in front of its text, of its own type where that can be made."""
+    text = f"{name}: {str(error) or type(error).__name__} (its log: {log})"
+    try:
+        named = type(error)(text)
+    except Exception:  # noqa: BLE001 -- a type that takes other arguments
+        named = RuntimeError(text)
+    return named if str(named) == text else RuntimeError(text)
+
+
+def run_in_processes(study: Study, tasks, slots: list[tuple[int, ...]], on_start=None, on_done=None) -> dict:
+    """Run `tasks` ((name, function, arguments) each) side by side, one process per task and at most one per CPU set
+    of `slots`, each on its set; `on_start(name, cpus)` as each starts, `on_done(name, value)` as each finishes. Returns {name: value}. The first task that
+    fails stops the others (SIGTERM; a row resumes from its last checkpoint next time) and its error is raised with
+    the task's name and log; so is Ctrl-C, after the others are stopped."""
+    os.makedirs(os.path.join(study.folder, LOGS), exist_ok=True)
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no threads or CUDA state inherited
+    pending, free, running, values = deque(tasks), list(slots), {}, {}
+    try:
+        while pending or running:
+            while pending and free:
+                name, task, arguments = pending.popleft()
+                cpus = free.pop(0)
+                receiver, sender = context.Pipe(duplex=False)
+                process = context.Process(target=_in_process, name=f"table3-{name}",
+                                          args=(sender, os.getpid(), cpus, log_path(study, name), task, arguments))
+                if on_start is not None:
+                    on_start(name, cpus)
+                process.start()
+                sender.close()
+                running[process.sentinel] = (name, process, receiver, cpus)
+            for sentinel in wait(list(running)):
+                name, process, receiver, cpus = running.pop(sentinel)
+                message = receiver.recv() if receiver.poll() else None
+                process.join()
+                free.append(cpus)
+                if message is None:
+                    raise RuntimeError(f"{name}: its process ended with exit status {process.exitcode} before it "
+                                       f"finished (its log: {log_path(study, name)})")
+                if message[0] == "error":
+                    error = message[1]
+                    if isinstance(error, KeyboardInterrupt):
+                        raise KeyboardInterrupt
+                    raise _named(error, name, log_path(study, name)) from None
+                values[name] = message[1]
+                if on_done is not None:
+                    on_done(name, message[1])
+    finally:
+        for name, process, receiver, cpus in running.values():  # stopped: resumable from their checkpoints
+            process.terminate()
+        for name, process, receiver, cpus in running.values():
+            process.join()
+    return values
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -625,9 +808,10 @@ def write_outputs(study: Study, rows: list[Row], results: dict, figure: bool = T
 
 
 def run_study(folder: str, recipe_options: list[str], *, steps: int | None = None, minutes: float | None = None,
-              seeds: int = DEFAULT_SEEDS, groups=GROUPS, figure: bool = True) -> dict:
+              seeds: int = DEFAULT_SEEDS, groups=GROUPS, figure: bool = True, jobs: int | None = None) -> dict:
     """Run (or continue) the study in `folder`: every row of `groups` and the base row over `seeds` seeds, trained
-    with the recipe options plus the row's own. Returns table3.json's data; prints and writes the table."""
+    with the recipe options plus the row's own, `jobs` rows at a time (default: `default_jobs()`). Returns
+    table3.json's data; prints and writes the table."""
     check_recipe_options(recipe_options)
     if figure:
         import_extra("matplotlib", "plot", "The Table 3 figure")  # before hours of training
@@ -636,12 +820,39 @@ def run_study(folder: str, recipe_options: list[str], *, steps: int | None = Non
     dev = read_dev_set(recipe_options, FIRST_SEED)  # the dev split exists, before anything is written
     study = open_study(folder, recipe_options, steps, minutes)
     study.dev_sets[FIRST_SEED] = dev
-    study_steps(study)
+    trained = [row for row in rows if row.same_as is None]
+    jobs = len(cpu_slots(jobs or default_jobs()))
+    study_steps(study, jobs)
     results = {}
-    for row in rows:
-        if row.same_as is None:
+    to_train = []
+    for row in trained:
+        result = finished_row(study, row)
+        if result is None:
+            to_train.append(row)
+        else:
+            results[row.key] = result
+    if jobs == 1 or len(to_train) <= 1:
+        for row in to_train:
+            print(training_line(study, row), flush=True)
             results[row.key] = train_row(study, row)
             write_outputs(study, rows, results, figure=False)  # the table so far, after every row
+    else:
+        slots = cpu_slots(min(jobs, len(to_train)))
+        print(f"Training {len(to_train)} rows, {len(slots)} at a time, each on its own CPUs (--jobs)", flush=True)
+        planned = {row.key: row for row in to_train}
+
+        def started(key: str, cpus: tuple[int, ...]) -> None:
+            print(f"{training_line(study, planned[key])} on CPU {describe_cpus(cpus)}, its log: "
+                  f"{log_path(study, key)}", flush=True)
+
+        def done(key: str, result: dict) -> None:
+            results[key] = result
+            print(f"{key}: finished, dev BLEU {result['dev_bleu']:.2f}, PPL {result['dev_ppl']:.2f} "
+                  f"({len(results)} of {len(trained)} rows)", flush=True)
+            write_outputs(study, rows, results, figure=False)  # the table so far, after every row
+
+        run_in_processes(study, [(row.key, train_row, (study, row)) for row in to_train], slots, on_start=started,
+                         on_done=done)
     text = write_outputs(study, rows, results, figure=figure)
     print("\n" + text + f"\nWrote {os.path.join(folder, 'table3.md')}, table3.json"
           + (" and table3.png" if figure else ""), flush=True)

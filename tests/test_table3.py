@@ -369,3 +369,51 @@ def test_a_study_killed_takes_its_rows_processes_with_it(tmp_path):
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow  # the study's training runs
+def test_passes_choose_the_first_pairs_that_the_steps_pass_over_that_often(tmp_path, capsys):
+    """--passes 20: the timing run's steps pass over all 2,000 pairs some E times; every row then trains on the first
+    2,000 E / 20 pairs, and its own run (the oracle: the Trainer's epoch at its last step) passes over them about 20
+    times."""
+    folder = tmp_path / "table3"
+    argv = ["study", "table3", "--out", str(folder), "--minutes", "0.2", "--passes", "20", "--seeds", "1", "--rows",
+            "E", "--no-figure", "--", *RECIPE, "--demo_train_size", "2000"]  # some 20 batches an epoch in a row
+    code, out, err = run_main(main, argv, capsys)
+    assert code == 0, err[-3000:]
+    study = json.loads((folder / "study.json").read_text())
+    calibration = json.loads((folder / "steps-calibration" / "trainer_state.json").read_text())
+    assert calibration["epoch"] < 20 * 0.9, "the timing run passed over all the pairs 20 times: no subset to test"
+    pairs = study["train_pairs"]
+    assert study["passes"] == 20 and pairs == round(2000 * calibration["epoch"] / 20)
+    assert f"Every row trains on the first {pairs:,} of the 2,000 training pairs" in out
+    for key in ("base-seed1", "E-learned"):
+        row = folder / "rows" / key
+        assert f"- **training pairs**: {pairs}\n" in (row / "README.md").read_text()
+        epoch = json.loads((row / "trainer_state.json").read_text())["epoch"]
+        assert epoch == pytest.approx(20, rel=0.2), key
+    assert f"on the first {pairs:,} training pairs, about 20 passes" in (folder / "table3.md").read_text()
+    code, out, err = run_main(main, [*argv[:7], "5", *argv[8:]], capsys)  # --passes 5: another study
+    assert code == 2 and "train for 20 passes (--passes), not 5" in err
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--steps", "3", "--passes", "20"], "with --steps give --max_train_samples"),
+    (["--passes", "20", "--", "--max_train_samples", "40"], "give one of the two"),
+    (["--passes", "20", "--", "--streaming", "true"], "--streaming does not"),
+])
+def test_passes_where_the_study_cannot_choose_the_pairs_by_them_are_one_line(tmp_path, capsys, options, message):
+    folder = tmp_path / "table3"
+    recipe = options[options.index("--") + 1:] if "--" in options else []
+    study_options = options[:options.index("--")] if "--" in options else options
+    code, out, err = run_main(main, ["study", "table3", "--out", str(folder), *study_options, "--no-figure", "--",
+                                     *RECIPE, *recipe], capsys)
+    assert code == 2 and message in err.strip().splitlines()[-1] and "Traceback" not in err
+    assert not folder.exists()
+
+
+def test_a_new_study_trains_on_the_paper_s_passes_unless_it_is_told_its_steps_or_pairs():
+    assert table3.planned_passes(RECIPE, None, None) == table3.DEFAULT_PASSES == 20
+    assert table3.planned_passes(RECIPE, 300, None) is None  # --steps: the recipe's pairs
+    assert table3.planned_passes([*RECIPE, "--max_train_samples", "40"], None, None) is None
+    assert table3.planned_passes(RECIPE, None, 0) is None and table3.planned_passes(RECIPE, None, 7.5) == 7.5

@@ -7,6 +7,7 @@ Each type is a function from the text to the value that raises `argparse.Argumen
 """
 
 import argparse
+import math
 import os
 
 
@@ -40,6 +41,13 @@ def positive_float(text: str) -> float:
     value = _number(text, float)
     if not value > 0:  # NaN too
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    value = _number(text, float)
+    if not (value >= 0 and math.isfinite(value)):  # NaN and infinity too
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
     return value
 
 

@@ -1,5 +1,6 @@
-"""`vanilla-transformer study table3 --out DIR [--steps N | --minutes M] [--seeds K] [--rows A,B,...] [--jobs J] --
-RECIPE OPTIONS`: the paper's Table 3 re-run on your data (vanilla_transformer.training.table3; docs/table3.md).
+"""`vanilla-transformer study table3 --out DIR [--steps N | --minutes M] [--seeds K] [--rows A,B,...] [--passes P]
+[--jobs J] -- RECIPE OPTIONS`: the paper's Table 3 re-run on your data (vanilla_transformer.training.table3;
+docs/table3.md).
 
     vanilla-transformer study table3 --out studies/table3 -- --preset multi30k-pre-ln \\
         --train_source train.en --train_target train.de --validation_source val.en --validation_target val.de
@@ -10,7 +11,7 @@ make the base row. Needs the train extra, and the plot extra for the figure.
 
 import argparse
 
-from vanilla_transformer.cli.options import UsageError, checked, positive_float, positive_int
+from vanilla_transformer.cli.options import UsageError, checked, non_negative_float, positive_float, positive_int
 
 GROUPS = ("A", "B", "C", "D", "E")  # the paper's groups of rows (the base row is always trained)
 
@@ -38,6 +39,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     budget.add_argument("--steps", action=checked(positive_int), help="steps of every row")
     budget.add_argument("--minutes", action=checked(positive_float),
                         help="every row trains the steps the base row makes in this many minutes (default 5)")
+    parser.add_argument("--passes", action=checked(non_negative_float),
+                        help="with --minutes: every row trains on the first pairs of the training data that its steps "
+                             "pass over this many times (default 20, about the paper's passes over WMT 2014; 0: all "
+                             "the pairs)")
     parser.add_argument("--seeds", action=checked(positive_int), default=3,
                         help="seeds of the base row, for the run-to-run spread (default 3)")
     parser.add_argument("--rows", type=_groups, default=GROUPS, metavar="A,B,...",
@@ -63,4 +68,4 @@ def run(args: argparse.Namespace) -> None:
     from vanilla_transformer.training.table3 import run_study
 
     run_study(args.out, args.recipe, steps=args.steps, minutes=args.minutes, seeds=args.seeds, groups=args.rows,
-              figure=not args.no_figure, jobs=args.jobs)
+              figure=not args.no_figure, jobs=args.jobs, passes=args.passes)

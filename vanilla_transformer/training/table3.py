@@ -66,6 +66,9 @@ CALIBRATION = "steps-calibration"
 DEFAULT_MINUTES = 5.0
 DEFAULT_SEEDS = 3
 FIRST_SEED = 1
+# The paper's rows each made 100,000 steps of ~25,000 target tokens: on the order of 20 passes over WMT 2014's 4.5
+# million pairs. By default every row trains on the first pairs of the reader's data that its steps pass over as often.
+DEFAULT_PASSES = 20.0
 LOGS = "logs"
 # The memory one row's process may take: the study runs no more rows at once than the machine's memory holds at this
 # much each (a multi30k-pre-ln row with bf16 autocast grows to about 2.7 GB resident; fp32 stays under 1 GB).
@@ -273,20 +276,29 @@ def check_recipe_options(recipe_options: list[str]) -> None:
 
 @dataclass
 class Study:
-    """What a study folder records in study.json: its recipe options and, once known, every row's step count."""
+    """What a study folder records in study.json: its recipe options and, once known, every row's step count and the
+    training pairs every row trains on (`train_pairs`: the first K pairs, 0 for all of them; None until the timing run
+    has said how many passes the steps make, when `passes` is set)."""
 
     folder: str
     recipe_options: list[str]
     steps: int | None = None
     minutes: float = DEFAULT_MINUTES
+    passes: float | None = None
+    train_pairs: int | None = None
     dev_sets: dict = field(default_factory=dict, repr=False)  # seed -> (sources, targets, data_args), not saved
 
     def save(self) -> None:
         write_json(os.path.join(self.folder, STUDY_FILE),
-                   {"recipe_options": self.recipe_options, "steps": self.steps, "minutes": self.minutes})
+                   {"recipe_options": self.recipe_options, "steps": self.steps, "minutes": self.minutes,
+                    "passes": self.passes, "train_pairs": self.train_pairs})
 
     def row_folder(self, row: Row) -> str:
         return os.path.join(self.folder, "rows", row.key)
+
+    def pairs_options(self) -> list[str]:
+        """The recipe options that give every row its training pairs (none: the recipe options' own)."""
+        return ["--max_train_samples", str(self.train_pairs)] if self.train_pairs else []
 
 
 def write_json(path: str, value) -> None:
@@ -310,20 +322,48 @@ def read_json(path: str):
         return json.load(f)
 
 
-def open_study(folder: str, recipe_options: list[str], steps: int | None, minutes: float | None) -> Study:
+def check_passes(recipe_options: list[str], steps: int | None, passes: float | None) -> None:
+    """UsageError for --passes where the study cannot choose the pairs by it (one line naming why)."""
+    if not passes:
+        return
+    if steps is not None:
+        raise UsageError("--passes chooses the pairs from the steps the timing run makes (--minutes); with --steps "
+                         "give --max_train_samples among the recipe options instead")
+    if option_value(recipe_options, "max_train_samples") is not None:
+        raise UsageError("--passes chooses --max_train_samples itself; give one of the two")
+    if option_value(recipe_options, "streaming") not in (None, "false", "False"):
+        raise UsageError("--passes needs a corpus the recipe counts the passes over; --streaming does not: give "
+                         "--passes 0 or leave --streaming out")
+
+
+def planned_passes(recipe_options: list[str], steps: int | None, passes: float | None) -> float | None:
+    """The passes a new study trains its rows for: --passes (0: all the pairs, None), else DEFAULT_PASSES where the
+    steps come from the timing run and the recipe options choose no pairs of their own."""
+    if passes is not None:
+        return passes or None
+    chosen = option_value(recipe_options, "max_train_samples") is not None
+    streamed = option_value(recipe_options, "streaming") not in (None, "false", "False")
+    return None if steps is not None or chosen or streamed else DEFAULT_PASSES
+
+
+def open_study(folder: str, recipe_options: list[str], steps: int | None, minutes: float | None,
+               passes: float | None = None) -> Study:
     """A new study in an empty or new `folder`, or the study `folder` holds, which must have the same recipe options
-    (and the same steps, if `steps` is given)."""
+    (and the same steps and passes, where they are given)."""
+    check_passes(recipe_options, steps, passes)
     path = os.path.join(folder, STUDY_FILE)
     if not os.path.isfile(path):
         if os.path.isdir(folder) and os.listdir(folder):
             raise UsageError(f"{folder} is not empty and holds no study (no {STUDY_FILE}); choose a new or empty folder")
         os.makedirs(folder, exist_ok=True)
-        study = Study(folder, list(recipe_options), steps, minutes or DEFAULT_MINUTES)
+        study = Study(folder, list(recipe_options), steps, minutes or DEFAULT_MINUTES,
+                      planned_passes(recipe_options, steps, passes))
         study.save()
         return study
     try:
         saved = read_json(path)
-        study = Study(folder, list(saved["recipe_options"]), saved["steps"], float(saved["minutes"]))
+        study = Study(folder, list(saved["recipe_options"]), saved["steps"], float(saved["minutes"]),
+                      saved.get("passes"), saved.get("train_pairs"))  # a study made before --passes: all pairs
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise UsageError(f"{path} cannot be read ({error}); choose another folder") from None
     if study.recipe_options != list(recipe_options):
@@ -332,8 +372,13 @@ def open_study(folder: str, recipe_options: list[str], steps: int | None, minute
     if steps is not None and study.steps not in (None, steps):
         raise UsageError(f"the rows of {folder} train for {study.steps} steps, not --steps {steps}; leave --steps out "
                          "to continue it, or choose another folder")
+    if passes is not None and (passes or None) != study.passes:
+        raise UsageError(f"the rows of {folder} train for {study.passes or 0:g} passes (--passes), not {passes:g}; "
+                         "leave --passes out to continue it, or choose another folder")
     if study.steps is None and (steps is not None or minutes is not None):
         study.steps, study.minutes = steps, minutes or study.minutes
+        if steps is not None:
+            study.passes = None
         study.save()
     return study
 
@@ -370,11 +415,43 @@ def study_steps(study: Study, jobs: int = 1) -> int:
     return study.steps
 
 
+def study_pairs(study: Study) -> int:
+    """The training pairs every row trains on: the first K, K chosen so that the study's steps pass over them
+    `study.passes` times as they passed over all the pairs in the timing run (its final epoch);
+    0 for all of them (no --passes, or the steps already pass over all the pairs that often)."""
+    if study.train_pairs is None:
+        if not study.passes:
+            study.train_pairs = 0
+        else:
+            folder = os.path.join(study.folder, CALIBRATION)
+            try:
+                epochs = float(read_json(os.path.join(folder, "trainer_state.json"))["epoch"])
+            except (OSError, ValueError, KeyError, TypeError) as error:
+                raise RuntimeError(f"the timing run in {folder} does not say how many passes it made ({error}); "
+                                   "give --passes 0, or run the study again in a new folder") from None
+            read = training_pairs(study.recipe_options)
+            pairs = max(1, round(read * epochs / study.passes))
+            if pairs >= read:
+                print(f"Every row trains on all {read:,} training pairs: its {study.steps:,} steps pass over them "
+                      f"{epochs:.3g} times, at least --passes {study.passes:g}", flush=True)
+                study.train_pairs = 0
+            else:
+                print(f"Every row trains on the first {pairs:,} of the {read:,} training pairs: its {study.steps:,} "
+                      f"steps pass over them about {study.passes:g} times (--passes; over all the pairs: "
+                      f"{epochs:.3g})", flush=True)
+                study.train_pairs = pairs
+        study.save()
+    return study.train_pairs
+
+
 def calibrate(study: Study) -> int:
     """The timing run: the base row with --max_train_minutes; returns the steps it made."""
     folder = os.path.join(study.folder, CALIBRATION)
-    recipe.main([*study.recipe_options, "--output_dir", folder, "--max_train_minutes", f"{study.minutes:g}",
-                 "--seed", str(FIRST_SEED), "--overwrite_output_dir", "true"])
+    options = [*study.recipe_options, "--output_dir", folder, "--max_train_minutes", f"{study.minutes:g}",
+               "--seed", str(FIRST_SEED), "--overwrite_output_dir", "true"]
+    if study.passes and option_value(study.recipe_options, "train_while_tokenizing") is None:
+        options += ["--train_while_tokenizing", "false"]  # its epoch counts the passes over the whole corpus
+    recipe.main(options)
     steps = finished_steps(folder)
     if steps is None:
         raise RuntimeError(f"the timing run in {folder} did not finish; run the study again")
@@ -419,12 +496,18 @@ def finished_row(study: Study, row: Row) -> dict | None:
     return None
 
 
+def training_pairs(recipe_options: list[str]) -> int:
+    """The pairs of the recipe's training split, as --max_train_samples counts them (before the cleaning)."""
+    data_args, _, training_args, _ = parse_arguments([*recipe_options, "--seed", str(FIRST_SEED)])
+    return len(load_data(data_args, training_args).splits["train"])
+
+
 def train_row(study: Study, row: Row) -> dict:
     """Train the row (resumed from its last checkpoint when it has one), measure it and write its table3_row.json;
     returns the measurements."""
     folder = study.row_folder(row)
-    options = [*study.recipe_options, *row.options(study.recipe_options), "--output_dir", folder,
-               "--max_steps", str(study.steps)]
+    options = [*study.recipe_options, *study.pairs_options(), *row.options(study.recipe_options), "--output_dir",
+               folder, "--max_steps", str(study.steps)]
     if os.path.isdir(folder) and get_last_checkpoint(folder) is not None:
         options += ["--resume_from_checkpoint", "true"]
     os.makedirs(os.path.dirname(folder), exist_ok=True)
@@ -674,7 +757,7 @@ class Noise:
         return self.margin is not None and abs(value - self.mean) <= self.margin
 
 
-def table(rows: list[Row], results: dict, steps: int) -> dict:
+def table(rows: list[Row], results: dict, steps: int, train_pairs: int = 0, passes: float | None = None) -> dict:
     """The study's table as data (table3.json): per row, our settings, parameters, dev perplexity and BLEU, whether
     the difference from the base row is within the noise, and the paper's numbers."""
     base = [results[row.key] for row in rows if row.paper.group == "base" and row.key in results]
@@ -688,7 +771,8 @@ def table(rows: list[Row], results: dict, steps: int) -> dict:
         if result is not None and row.paper.group != "base" and noise:
             entry["within_noise"] = {metric: noise[metric].within(result[metric]) for metric in noise}
         entries.append(entry)
-    return {"steps": steps, "paper_steps": PAPER_STEPS, "rows": entries,
+    return {"steps": steps, "paper_steps": PAPER_STEPS, "train_pairs": train_pairs or None,
+            "passes": passes if train_pairs else None, "rows": entries,
             "base": {metric: asdict(n) | {"margin": n.margin} for metric, n in noise.items()}}
 
 
@@ -757,7 +841,9 @@ def legend(data: dict) -> str:
     rates = (f" Learning rate {base_rate:.3g}" + (f"; times (d_model / {data['rows'][0]['planned']['d_model']})^-0.5 "
              f"for a row of another d_model, as the paper's equation 3 scales it: {', '.join(scaled)}" if scaled else "")
              + ".")
-    return (f"Every row trained {data['steps']:,} steps (the paper: {data['paper_steps']:,}).{rates} Blank cells are the "
+    pairs = (f" on the first {data['train_pairs']:,} training pairs, about {data['passes']:g} passes over them (the "
+             "paper's rows: about 20 passes over WMT 2014)" if data.get("train_pairs") else "")
+    return (f"Every row trained {data['steps']:,} steps{pairs} (the paper: {data['paper_steps']:,}).{rates} Blank cells are the "
             f"base row's values. ≈: the difference from the base row is within the seed noise ({margin}; "
             "2 s sqrt(1 + 1/n) over the n base seeds). The paper's numbers: Vaswani et al. (2017), Table 3, "
             "newstest2013, base model 65M parameters with a 37,000-token vocabulary.\n")
@@ -794,7 +880,7 @@ def draw(data: dict, path: str) -> None:
 
 def write_outputs(study: Study, rows: list[Row], results: dict, figure: bool = True) -> str:
     """table3.json, table3.md and (with `figure`) table3.png in the study folder; returns the markdown."""
-    data = table(rows, results, study.steps)
+    data = table(rows, results, study.steps, study.train_pairs or 0, study.passes)
     text = markdown(data) + "\n" + legend(data)
     write_json(os.path.join(study.folder, "table3.json"), data)
     write_text(os.path.join(study.folder, "table3.md"), text)
@@ -808,21 +894,24 @@ def write_outputs(study: Study, rows: list[Row], results: dict, figure: bool = T
 
 
 def run_study(folder: str, recipe_options: list[str], *, steps: int | None = None, minutes: float | None = None,
-              seeds: int = DEFAULT_SEEDS, groups=GROUPS, figure: bool = True, jobs: int | None = None) -> dict:
+              seeds: int = DEFAULT_SEEDS, groups=GROUPS, figure: bool = True, jobs: int | None = None,
+              passes: float | None = None) -> dict:
     """Run (or continue) the study in `folder`: every row of `groups` and the base row over `seeds` seeds, trained
     with the recipe options plus the row's own, `jobs` rows at a time (default: `default_jobs()`). Returns
     table3.json's data; prints and writes the table."""
     check_recipe_options(recipe_options)
+    check_passes(recipe_options, steps, passes)
     if figure:
         import_extra("matplotlib", "plot", "The Table 3 figure")  # before hours of training
     base, learning_rate = base_settings(recipe_options)
     rows = plan_rows(base, seeds, groups, learning_rate)
     dev = read_dev_set(recipe_options, FIRST_SEED)  # the dev split exists, before anything is written
-    study = open_study(folder, recipe_options, steps, minutes)
+    study = open_study(folder, recipe_options, steps, minutes, passes)
     study.dev_sets[FIRST_SEED] = dev
     trained = [row for row in rows if row.same_as is None]
     jobs = len(cpu_slots(jobs or default_jobs()))
     study_steps(study, jobs)
+    study_pairs(study)
     results = {}
     to_train = []
     for row in trained:
@@ -856,4 +945,4 @@ def run_study(folder: str, recipe_options: list[str], *, steps: int | None = Non
     text = write_outputs(study, rows, results, figure=figure)
     print("\n" + text + f"\nWrote {os.path.join(folder, 'table3.md')}, table3.json"
           + (" and table3.png" if figure else ""), flush=True)
-    return table(rows, results, study.steps)
+    return table(rows, results, study.steps, study.train_pairs or 0, study.passes)

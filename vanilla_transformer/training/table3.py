@@ -114,6 +114,11 @@ class PaperRow:
 
 PAPER_BASE = Settings(N=6, d_model=512, d_ff=2048, h=8, d_k=64, d_v=64, P_drop=0.1, eps_ls=0.1)
 PAPER_STEPS = 100_000
+# How the paper decoded: beam search, beam 4, length penalty 0.6 (section 6.1; Table 3's rows "as described in the
+# previous section", without checkpoint averaging). The presets' own length penalty is chosen for their full-length
+# runs (multi30k: 1.4) and makes the short, weaker runs of a study write long, repeating outputs whose BLEU swings by
+# seed (benchmarks/experiments/table3-passes.md).
+PAPER_DECODING = {"num_beams": 4, "length_penalty": 0.6}
 
 # Vaswani et al. (2017), "Attention Is All You Need", Table 3: variations on the base model, English-German
 # translation development set newstest2013, perplexities per wordpiece, no checkpoint averaging.
@@ -512,8 +517,8 @@ def train_row(study: Study, row: Row) -> dict:
         options += ["--resume_from_checkpoint", "true"]
     os.makedirs(os.path.dirname(folder), exist_ok=True)
     started = time.time()
-    metrics = recipe.main(options) or {}
-    result = measure_row(folder, *dev_set(study, row.seed), metrics)
+    recipe.main(options)
+    result = measure_row(folder, *dev_set(study, row.seed))
     if result["settings"] != asdict(row.settings):
         raise RuntimeError(f"{folder} trained {result['settings']}, not the row's {asdict(row.settings)}")
     result["trained"] = {"started": started, "ended": time.time(), "threads": torch.get_num_threads(),
@@ -551,19 +556,21 @@ def set_aside(folder: str, label: str) -> str:
     return aside
 
 
-def measure_row(folder: str, sources: list[str], targets: list[str], data_args, metrics: dict) -> dict:
+def measure_row(folder: str, sources: list[str], targets: list[str], data_args) -> dict:
     """What the table shows of a finished run folder: its settings read back from config.json and training_args.bin,
-    its steps, parameters, dev perplexity and dev BLEU (the recipe's, when it scored the validation split)."""
+    its steps, parameters, dev perplexity and dev BLEU, decoded as the paper decoded Table 3's rows (`PAPER_DECODING`,
+    whatever the preset's own length penalty)."""
     model, tokenizer = load_model_and_tokenizer(folder, engine="pytorch")
     training_args = torch.load(os.path.join(folder, "training_args.bin"), weights_only=False)  # the run's own file
     settings = settings_of(model.config, training_args.label_smoothing_factor)
-    bleu = metrics.get("validation_bleu")
-    if bleu is None:
-        predictions = translate(model, tokenizer, sources, batch_size=64)
-        bleu = translation_scores(predictions, targets, data_args.bleu_tokenize)["bleu"]
+    for name, value in PAPER_DECODING.items():
+        setattr(model.generation_config, name, value)
+    predictions = translate(model, tokenizer, sources, batch_size=64)
+    bleu = translation_scores(predictions, targets, data_args.bleu_tokenize)["bleu"]
     return {"settings": asdict(settings), "learning_rate": float(training_args.learning_rate),
             "steps": finished_steps(folder), "params": model.num_parameters(),
-            "dev_ppl": dev_perplexity(model, tokenizer, sources, targets, data_args), "dev_bleu": float(bleu)}
+            "dev_ppl": dev_perplexity(model, tokenizer, sources, targets, data_args), "dev_bleu": float(bleu),
+            "decoding": dict(PAPER_DECODING)}
 
 
 def dev_perplexity(model, tokenizer, sources: list[str], targets: list[str], data_args, batch_size: int = 64) -> float:

@@ -417,3 +417,27 @@ def test_a_new_study_trains_on_the_paper_s_passes_unless_it_is_told_its_steps_or
     assert table3.planned_passes(RECIPE, 300, None) is None  # --steps: the recipe's pairs
     assert table3.planned_passes([*RECIPE, "--max_train_samples", "40"], None, None) is None
     assert table3.planned_passes(RECIPE, None, 0) is None and table3.planned_passes(RECIPE, None, 7.5) == 7.5
+
+
+@pytest.mark.slow  # the study's training runs
+def test_a_row_scored_with_another_decoding_is_measured_again_not_trained(tmp_path, capsys):
+    """A finished row whose record has no decoding or another one (a study scored before the paper's decoding) gets
+    its dev BLEU again from its saved model, which stays as it was; a row measured so is read as it is."""
+    folder = tmp_path / "table3"
+    argv = ["study", "table3", "--out", str(folder), "--steps", "2", "--seeds", "1", "--rows", "E", "--no-figure",
+            "--jobs", "1", "--", *RECIPE]
+    code, out, err = run_main(main, argv, capsys)
+    assert code == 0, err[-3000:]
+    row = folder / "rows" / "E-learned"
+    record = json.loads((row / "table3_row.json").read_text())
+    assert record["decoding"] == {"num_beams": 4, "length_penalty": 0.6}
+    model = (row / "model.safetensors").stat().st_mtime_ns
+    old = {key: value for key, value in record.items() if key != "decoding"} | {"dev_bleu": 99.0}
+    (row / "table3_row.json").write_text(json.dumps(old))
+    code, out, err = run_main(main, argv, capsys)
+    assert code == 0, err[-3000:]
+    assert "E-learned: finished, its BLEU measured again with the paper's decoding" in out
+    assert "base-seed1: finished (" in out and ": training " not in out
+    again = json.loads((row / "table3_row.json").read_text())
+    assert again["dev_bleu"] == record["dev_bleu"] and again["decoding"] == record["decoding"]
+    assert again["trained"] == record["trained"] and (row / "model.safetensors").stat().st_mtime_ns == model

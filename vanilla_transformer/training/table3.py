@@ -487,7 +487,8 @@ def read_dev_set(recipe_options: list[str], seed: int):
 
 def finished_row(study: Study, row: Row) -> dict | None:
     """The row's measurements when it is finished (its table3_row.json), else None. A row folder trained at another
-    learning rate than the study plans for the row is set aside first (kept, renamed), so the row trains again."""
+    learning rate than the study plans for the row is set aside first (kept, renamed), so the row trains again; a
+    finished row scored with another decoding than the paper's is measured again (not trained)."""
     folder = study.row_folder(row)
     trained = trained_learning_rate(folder)
     if trained is not None and not math.isclose(trained, row.learning_rate, rel_tol=1e-6):
@@ -495,10 +496,16 @@ def finished_row(study: Study, row: Row) -> dict | None:
         print(f"{row.key}: trained at learning rate {trained:g}, the study plans {row.learning_rate:g}; kept as "
               f"{aside}, training the row again", flush=True)
     done = os.path.join(folder, ROW_DONE)
-    if os.path.isfile(done):
+    if not os.path.isfile(done):
+        return None
+    result = read_json(done)
+    if result.get("decoding") != PAPER_DECODING:  # measured before the study scored with the paper's decoding
+        print(f"{row.key}: finished, its BLEU measured again with the paper's decoding ({done})", flush=True)
+        result = {**result, **measure_row(folder, *dev_set(study, row.seed))}
+        write_json(done, result)
+    else:
         print(f"{row.key}: finished ({done})", flush=True)
-        return read_json(done)
-    return None
+    return result
 
 
 def training_pairs(recipe_options: list[str]) -> int:

@@ -771,7 +771,8 @@ class Noise:
         return self.margin is not None and abs(value - self.mean) <= self.margin
 
 
-def table(rows: list[Row], results: dict, steps: int, train_pairs: int = 0, passes: float | None = None) -> dict:
+def table(rows: list[Row], results: dict, steps: int, train_pairs: int = 0, passes: float | None = None,
+          passes_made: float | None = None) -> dict:
     """The study's table as data (table3.json): per row, our settings, parameters, dev perplexity and BLEU, whether
     the difference from the base row is within the noise, and the paper's numbers."""
     base = [results[row.key] for row in rows if row.paper.group == "base" and row.key in results]
@@ -786,7 +787,7 @@ def table(rows: list[Row], results: dict, steps: int, train_pairs: int = 0, pass
             entry["within_noise"] = {metric: noise[metric].within(result[metric]) for metric in noise}
         entries.append(entry)
     return {"steps": steps, "paper_steps": PAPER_STEPS, "train_pairs": train_pairs or None,
-            "passes": passes if train_pairs else None, "rows": entries,
+            "passes": passes if train_pairs else None, "passes_made": passes_made, "rows": entries,
             "base": {metric: asdict(n) | {"margin": n.margin} for metric, n in noise.items()}}
 
 
@@ -855,8 +856,10 @@ def legend(data: dict) -> str:
     rates = (f" Learning rate {base_rate:.3g}" + (f"; times (d_model / {data['rows'][0]['planned']['d_model']})^-0.5 "
              f"for a row of another d_model, as the paper's equation 3 scales it: {', '.join(scaled)}" if scaled else "")
              + ".")
-    pairs = (f" on the first {data['train_pairs']:,} training pairs, about {data['passes']:g} passes over them (the "
-             "paper's rows: about 20 passes over WMT 2014)" if data.get("train_pairs") else "")
+    made = data.get("passes_made")
+    pairs = (f" on the first {data['train_pairs']:,} training pairs (--passes {data['passes']:g}"
+             + (f"; the base row passed over them {made:.1f} times" if made else "")
+             + "; the paper's rows: about 20 passes over WMT 2014)" if data.get("train_pairs") else "")
     return (f"Every row trained {data['steps']:,} steps{pairs} (the paper: {data['paper_steps']:,}).{rates} BLEU "
             "decoded as the paper decoded (beam 4, length penalty 0.6). Blank cells are the "
             f"base row's values. ≈: the difference from the base row is within the seed noise ({margin}; "
@@ -893,9 +896,19 @@ def draw(data: dict, path: str) -> None:
     figure.savefig(path, dpi=120)
 
 
+def passes_made(study: Study, rows: list[Row]) -> float | None:
+    """The passes the first base row made over its training pairs (its Trainer's epoch at its last step), once it is
+    finished: token batches of the first pairs need not hold as many pairs as the timing run's over all of them."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        folder = study.row_folder(rows[0])
+        if os.path.isfile(os.path.join(folder, ROW_DONE)):
+            return float(read_json(os.path.join(folder, "trainer_state.json"))["epoch"])
+    return None
+
+
 def write_outputs(study: Study, rows: list[Row], results: dict, figure: bool = True) -> str:
     """table3.json, table3.md and (with `figure`) table3.png in the study folder; returns the markdown."""
-    data = table(rows, results, study.steps, study.train_pairs or 0, study.passes)
+    data = table(rows, results, study.steps, study.train_pairs or 0, study.passes, passes_made(study, rows))
     text = markdown(data) + "\n" + legend(data)
     write_json(os.path.join(study.folder, "table3.json"), data)
     write_text(os.path.join(study.folder, "table3.md"), text)
@@ -960,4 +973,4 @@ def run_study(folder: str, recipe_options: list[str], *, steps: int | None = Non
     text = write_outputs(study, rows, results, figure=figure)
     print("\n" + text + f"\nWrote {os.path.join(folder, 'table3.md')}, table3.json"
           + (" and table3.png" if figure else ""), flush=True)
-    return table(rows, results, study.steps, study.train_pairs or 0, study.passes)
+    return table(rows, results, study.steps, study.train_pairs or 0, study.passes, passes_made(study, rows))

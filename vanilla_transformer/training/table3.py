@@ -47,11 +47,13 @@ from multiprocessing.connection import wait
 
 import torch
 from transformers.trainer_utils import get_last_checkpoint
+from transformers.utils import logging as hf_logging
 
 from vanilla_transformer.cli.options import UsageError
 from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer.extras import import_extra
 from vanilla_transformer.inspect.plots import new_figure
+from vanilla_transformer.registration import register
 from vanilla_transformer.training import train as recipe
 from vanilla_transformer.training.arguments import parse_arguments
 from vanilla_transformer.training.build import load_data
@@ -672,10 +674,6 @@ def _in_process(connection, parent: int, cpus: tuple[int, ...], log: str, task, 
         os.dup2(f.fileno(), 2)
     sys.stdout.reconfigure(line_buffering=True)
     sys.stderr.reconfigure(line_buffering=True)
-    from transformers.utils import logging as hf_logging
-
-    from vanilla_transformer.registration import register
-
     register()  # as the command line does before a command runs
     hf_logging.disable_progress_bar()
     try:

@@ -858,7 +858,7 @@ def legend(data: dict) -> str:
     pairs = (f" on the first {data['train_pairs']:,} training pairs (--passes {data['passes']:g}"
              + (f"; the base row passed over them {made:.1f} times" if made else "")
              + "; the paper's rows: about 20 passes over WMT 2014)" if data.get("train_pairs") else "")
-    return (f"Every row trained {data['steps']:,} steps{pairs} (the paper: {data['paper_steps']:,}).{rates} BLEU "
+    return (f"Every row trained {data['steps']:,} steps (the paper: {data['paper_steps']:,}){pairs}.{rates} BLEU "
             "decoded as the paper decoded (beam 4, length penalty 0.6). Blank cells are the "
             f"base row's values. ≈: the difference from the base row is within the seed noise ({margin}; "
             "2 s sqrt(1 + 1/n) over the n base seeds). The paper's numbers: Vaswani et al. (2017), Table 3, "

@@ -24,7 +24,7 @@ def exported(tmp_path_factory):
 def measuring(monkeypatch, tmp_path):
     """No OMP_NUM_THREADS (the tests' conftest sets it), two cores, and the cache in a folder of the test."""
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.setattr(ctranslate2_runtime, "usable_cores", lambda: 2)
+    monkeypatch.setattr(ctranslate2_runtime, "usable_cpus", lambda: [0, 1])
     path = tmp_path / "cache" / "ctranslate2-threads.json"
     monkeypatch.setattr(ctranslate2_runtime, "measurements_path", lambda name: str(path))
     return path
@@ -80,7 +80,7 @@ def test_given_threads_and_omp_num_threads_are_obeyed(exported, measuring, monke
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     engine = CTranslate2Translator(exported)
     assert engine.thread_choice == {} and engine.intra_threads == 1 and not measuring.exists()
-    monkeypatch.setattr(ctranslate2_runtime, "usable_cores", lambda: 1)
+    monkeypatch.setattr(ctranslate2_runtime, "usable_cpus", lambda: [0])
     monkeypatch.delenv("OMP_NUM_THREADS")
     assert CTranslate2Translator(exported).thread_choice == {}  # one core: nothing to choose
 

@@ -35,6 +35,15 @@ INSTRUCTION_LIMITS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABI
                       "CT2_FORCE_CPU_ISA")
 
 
+def usable_cpus() -> list[int]:
+    """The CPUs this process may run on: its affinity where the system tells it (a container or `taskset` may give
+    it fewer than the machine has), else all of the machine's."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(os.cpu_count() or 1))
+
+
 def instruction_limits() -> str:
     """The instruction limits set in the environment, as "NAME=value, ..." ("" where none is set)."""
     return ", ".join(f"{name}={os.environ[name]}" for name in INSTRUCTION_LIMITS if os.environ.get(name))

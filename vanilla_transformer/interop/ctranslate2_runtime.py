@@ -46,6 +46,7 @@ from vanilla_transformer.files.measurements import (
     machine_key,
     measurements_path,
     read_measurements,
+    usable_cpus,
     write_json_atomically,
 )
 
@@ -65,12 +66,6 @@ THREAD_PROBE = {"rows": 8, "length": 12, "rounds": 3, "seed": 0}
 DEFAULT_INTRA_THREADS = 4  # CTranslate2's own default (intra_threads=0), at most the cores
 
 
-def usable_cores() -> int:
-    """The CPUs this process may run on (its affinity, where the system tells it)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 EXPORT_AGAIN = "export it again with: vanilla-transformer export ctranslate2 CHECKPOINT OUT --overwrite"
 
 
@@ -205,7 +200,7 @@ class CTranslate2Translator:
                     torch.set_num_threads(torch_threads)
 
         self.thread_choice: dict[int, float] = {}  # threads -> seconds of the probe batch, where measured
-        cores = min(DEFAULT_INTRA_THREADS, usable_cores())
+        cores = min(DEFAULT_INTRA_THREADS, len(usable_cpus()))
         if intra_threads is None and os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():
             intra_threads = int(os.environ["OMP_NUM_THREADS"])  # the user's choice
         if intra_threads is None and device_type == "cpu" and cores > 1:
@@ -230,7 +225,7 @@ class CTranslate2Translator:
         the cache says or as measured now (and then cached); the timings go to `thread_choice`."""
         beam = max(1, int(self.generation_config.num_beams or 1))
         cache_path = cache_path or measurements_path("ctranslate2-threads")
-        key = machine_key(f"{usable_cores()} cores", f"ctranslate2 {version}", compute_type,
+        key = machine_key(f"{len(usable_cpus())} cores", f"ctranslate2 {version}", compute_type,
                           f"model.bin {(folder / 'model.bin').stat().st_size} bytes", f"beam {beam}",
                           f"threads {'/'.join(map(str, counts))}")
         entry = read_measurements(cache_path).get(key)

@@ -48,6 +48,7 @@ from vanilla_transformer.files import (
     staged_file,
     text_lines,
 )
+from vanilla_transformer.files.measurements import usable_cpus
 from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator
 from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
 from vanilla_transformer.training import train as recipe
@@ -67,11 +68,6 @@ COMPUTE_TYPES = ("int8", "float32")  # what the report compares, each model tran
 MANAGED_OPTIONS = ("output_dir", "train_source", "train_target", "validation_source", "validation_target",
                    "test_source", "test_target", "source_lang", "target_lang", "dataset_name", "dataset_config_name",
                    "resume_from_checkpoint", "overwrite_output_dir")
-
-
-def all_threads() -> int:
-    """The CPUs this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -103,7 +99,7 @@ class Distillation:
 
     @property
     def thread_counts(self) -> tuple[int, ...]:
-        return self.threads or tuple(sorted({1, all_threads()}))
+        return self.threads or tuple(sorted({1, len(usable_cpus())}))
 
     def path(self, *parts: str) -> str:
         return os.path.join(self.out, *parts)

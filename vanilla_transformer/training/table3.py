@@ -52,6 +52,7 @@ from transformers.utils import logging as hf_logging
 from vanilla_transformer.cli.options import UsageError
 from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer.extras import import_extra
+from vanilla_transformer.files.measurements import usable_cpus
 from vanilla_transformer.inspect.plots import new_figure
 from vanilla_transformer.registration import register
 from vanilla_transformer.training import train as recipe
@@ -531,7 +532,7 @@ def train_row(study: Study, row: Row) -> dict:
     if result["settings"] != asdict(row.settings):
         raise RuntimeError(f"{folder} trained {result['settings']}, not the row's {asdict(row.settings)}")
     result["trained"] = {"started": started, "ended": time.time(), "threads": torch.get_num_threads(),
-                         "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None}
+                         "cpus": usable_cpus()}
     write_json(os.path.join(folder, ROW_DONE), result)
     return result
 
@@ -610,14 +611,6 @@ def describe(settings: Settings) -> str:
 
 # ----------------------------------------------------------------------------------------------------------------
 # Rows side by side, each in a process of its own on its own CPUs
-
-
-def usable_cpus() -> list[int]:
-    """The CPUs this process may run on (its affinity, where the system tells it)."""
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return list(range(os.cpu_count() or 1))
 
 
 def default_jobs() -> int:

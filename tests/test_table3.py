@@ -337,35 +337,64 @@ def test_a_row_that_fails_in_its_process_is_one_line_and_stops_the_others(tmp_pa
     assert all((folder / "rows" / key / "table3_row.json").is_file() for key in ("base-seed1", "E-learned"))
 
 
+def start_two_rows(folder):
+    """A study of two long rows side by side, started in a session of its own (SIGINT as a terminal's Ctrl-C sends
+    it); returns its process once both rows are training."""
+    two_cpus()
+    process = subprocess.Popen([sys.executable, "-m", "training.table3", "--out", str(folder), "--steps", "100000",
+                                "--seeds", "2", "--rows", "E", "--no-figure", "--jobs", "2", "--", *RECIPE],
+                               cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 300
+    logs = [folder / "logs" / f"base-seed{seed}.log" for seed in (1, 2)]
+    while time.monotonic() < deadline and not all(log.is_file() and "Precision" in log.read_text() for log in logs):
+        if process.poll() is not None:
+            pytest.fail(f"the study ended: {process.communicate()[1][-2000:]}")
+        time.sleep(0.5)
+    assert all(log.is_file() for log in logs), "the rows did not start"
+    return process
+
+
+def session_ended(process, seconds: float = 30) -> bool:
+    """Whether every process of the study's session is gone within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(process.pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
 @pytest.mark.slow  # starts the study's processes
 def test_a_study_killed_takes_its_rows_processes_with_it(tmp_path):
     """SIGKILL to the study's process alone (no process group): the processes training its rows end too, so a study
     run again never finds its rows still being trained by the one killed."""
-    two_cpus()
-    folder = tmp_path / "table3"
-    process = subprocess.Popen([sys.executable, "-m", "training.table3", "--out", str(folder), "--steps", "100000",
-                                "--seeds", "2", "--rows", "E", "--no-figure", "--jobs", "2", "--", *RECIPE],
-                               cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    process = start_two_rows(tmp_path / "table3")
     try:
-        deadline = time.monotonic() + 300
-        logs = [folder / "logs" / f"base-seed{seed}.log" for seed in (1, 2)]
-        while time.monotonic() < deadline and not all(log.is_file() and "Precision" in log.read_text()
-                                                      for log in logs):
-            assert process.poll() is None, "the study ended"
-            time.sleep(0.5)
-        assert all(log.is_file() for log in logs), "the rows did not start"
         os.kill(process.pid, signal.SIGKILL)
-        process.wait()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(process.pid, 0)  # anything left of the study's session?
-            except ProcessLookupError:
-                break
-            time.sleep(0.2)
-        else:
-            pytest.fail("the rows' processes outlived the study")
+        process.communicate()
+        assert session_ended(process), "the rows' processes outlived the study"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow  # starts the study's processes
+def test_ctrl_c_stops_the_study_and_its_rows_cleanly(tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, the rows' processes included): the study stops its rows and ends
+    with one line and exit status 130; the rows' processes exit through their own clean-up, so Python's resource
+    tracker finds nothing of theirs left to warn about, and nothing of the session outlives it."""
+    process = start_two_rows(tmp_path / "table3")
+    try:
+        os.killpg(process.pid, signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 130, err[-3000:]
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].endswith("error: interrupted"), err[-3000:]
+        assert session_ended(process), "the rows' processes outlived the study"
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)

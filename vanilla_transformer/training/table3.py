@@ -76,6 +76,7 @@ LOGS = "logs"
 # The memory one row's process may take: the study runs no more rows at once than the machine's memory holds at this
 # much each (a multi30k-pre-ln row with bf16 autocast grows to about 2.7 GB resident; fp32 stays under 1 GB).
 ROW_MEMORY_GB = 3.0
+STOP_SECONDS = 30.0  # how long a stopped row's process has to exit cleanly before it is killed
 
 # The options the study sets for every row itself; in the recipe options they are refused. The model options (--d_model,
 # --attention_heads, ...) and --label_smoothing_factor are allowed: with the preset they make the base row, and each
@@ -655,10 +656,21 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def _stop(signum, frame) -> None:
+    """SIGTERM in a row's process: unwind as an exit, so that the process's own clean-up runs (multiprocessing's
+    finalizers unlink the semaphores its libraries made; killed outright, they are left for the study's resource
+    tracker to warn about)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise SystemExit(f"stopped by the study (signal {signum})")
+
+
 def _in_process(connection, parent: int, cpus: tuple[int, ...], log: str, task, arguments: tuple) -> None:
     """A row's process: on `cpus` with as many threads, its output to `log`; sends ("done", value) or
-    ("error", exception) back through `connection`."""
+    ("error", exception) back through `connection`. Ctrl-C is the study's to handle (it stops its rows); SIGTERM
+    ends the row cleanly."""
     _die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _stop)
     with contextlib.suppress(AttributeError, OSError):
         os.sched_setaffinity(0, cpus)
     torch.set_num_threads(len(cpus))
@@ -732,7 +744,10 @@ def run_in_processes(study: Study, tasks, slots: list[tuple[int, ...]], on_start
         for name, process, receiver, cpus in running.values():  # stopped: resumable from their checkpoints
             process.terminate()
         for name, process, receiver, cpus in running.values():
-            process.join()
+            process.join(timeout=STOP_SECONDS)
+            if process.is_alive():  # not back in Python to take its SIGTERM
+                process.kill()
+                process.join()
     return values
 
 

@@ -337,6 +337,47 @@ def test_a_row_that_fails_in_its_process_is_one_line_and_stops_the_others(tmp_pa
     assert all((folder / "rows" / key / "table3_row.json").is_file() for key in ("base-seed1", "E-learned"))
 
 
+@pytest.mark.parametrize("preset", ["multi30k-pre-ln", "tiny", "base", "big"])
+def test_rows_save_the_checkpoints_their_preset_averages_whatever_their_steps(preset):
+    """Oracle: the recipe's own check of --average_last_n_checkpoints against --max_steps and --save_steps. Rows of
+    any step count pass it with the study's checkpoint options; where the study adds some, the recipe refuses the
+    row without them."""
+    from vanilla_transformer.training.arguments import parse_arguments
+
+    recipe = ["--preset", preset]
+    added = 0
+    for steps in (20, 99, 366, 732, 1000, 5001):
+        extra = table3.checkpoint_options(recipe, steps)
+        parse_arguments([*recipe, "--max_steps", str(steps), *extra])  # raises SystemExit where refused
+        if extra:
+            added += 1
+            with pytest.raises(SystemExit):
+                parse_arguments([*recipe, "--max_steps", str(steps)])
+    assert added >= 2  # every preset here averages more checkpoints than 20 or 99 steps save at its interval
+    # the user's own interval is theirs: nothing added, whatever it gives
+    assert table3.checkpoint_options([*recipe, "--save_steps", "100000"], 366) == []
+
+
+@pytest.mark.slow  # the study's training runs
+def test_a_row_the_recipe_refuses_is_its_one_line_and_trains_nothing(tmp_path, capsys):
+    """The recipe's usage error for a row's options (argparse's, which ends its process): the study's one line is
+    the row's name, the recipe's own message and the row's log, not an exit status."""
+    two_cpus()
+    folder = tmp_path / "table3"
+    recipe = [*RECIPE, "--average_last_n_checkpoints", "2"]  # RECIPE's --save_steps 3: one checkpoint in 3 steps
+    argv = ["study", "table3", "--out", str(folder), "--steps", "3", "--seeds", "1", "--rows", "E", "--no-figure",
+            "--jobs", "2", "--", *recipe]
+    code, out, err = run_main(main, argv, capsys)
+    assert code == 1, err[-3000:]
+    line = err.strip().splitlines()[-1]
+    name = line.split("error: ", 1)[1].split(":", 1)[0]
+    assert name in ("base-seed1", "E-learned"), line
+    assert f"{name}: --average_last_n_checkpoints 2 needs that many checkpoints, but --max_steps 3 with " \
+           "--save_steps 3 saves 1" in line, line
+    assert line.endswith(f"(its log: {folder / 'logs' / (name + '.log')})") and "Traceback" not in err
+    assert not list(folder.glob("rows/*/checkpoint-*"))
+
+
 def start_two_rows(folder):
     """A study of two long rows side by side, started in a session of its own (SIGINT as a terminal's Ctrl-C sends
     it); returns its process once both rows are training."""

@@ -56,7 +56,7 @@ from vanilla_transformer.files.measurements import usable_cpus
 from vanilla_transformer.inspect.plots import new_figure
 from vanilla_transformer.registration import register
 from vanilla_transformer.training import train as recipe
-from vanilla_transformer.training.arguments import parse_arguments
+from vanilla_transformer.training.arguments import parse_arguments, preset_defaults
 from vanilla_transformer.training.build import load_data
 from vanilla_transformer.training.metrics import translation_scores
 from vanilla_transformer.training.presets import PRESETS
@@ -523,7 +523,7 @@ def train_row(study: Study, row: Row) -> dict:
     returns the measurements."""
     folder = study.row_folder(row)
     options = [*study.recipe_options, *study.pairs_options(), *row.options(study.recipe_options), "--output_dir",
-               folder, "--max_steps", str(study.steps)]
+               folder, "--max_steps", str(study.steps), *checkpoint_options(study.recipe_options, study.steps)]
     if os.path.isdir(folder) and get_last_checkpoint(folder) is not None:
         options += ["--resume_from_checkpoint", "true"]
     os.makedirs(os.path.dirname(folder), exist_ok=True)
@@ -536,6 +536,25 @@ def train_row(study: Study, row: Row) -> dict:
                          "cpus": usable_cpus()}
     write_json(os.path.join(folder, ROW_DONE), result)
     return result
+
+
+def checkpoint_options(recipe_options: list[str], steps: int) -> list[str]:
+    """`--save_steps` for rows of `steps` steps where the preset's interval would save fewer checkpoints than the
+    recipe averages at the end (a run the recipe refuses): the steps cut into as many intervals as it averages.
+    Nothing where the interval already gives enough, or where the recipe options choose it themselves."""
+    if option_value(recipe_options, "save_steps") is not None:
+        return []
+    # the preset's interval, read where the recipe's check of it is off (it is what is being settled here)
+    data_args, _, args, _ = parse_arguments([*recipe_options, "--max_steps", str(steps),
+                                             "--average_last_n_checkpoints", "0"])
+    given = option_value(recipe_options, "average_last_n_checkpoints")
+    average = int(given) if given is not None else int(preset_defaults(data_args.preset).get(
+        "average_last_n_checkpoints", 0))
+    if (getattr(args.save_strategy, "value", args.save_strategy) != "steps" or average < 2 or steps < average
+            or not args.save_steps or args.save_steps <= 0):
+        return []
+    interval = args.save_steps if args.save_steps >= 1 else math.ceil(steps * args.save_steps)
+    return [] if math.ceil(steps / interval) >= average else ["--save_steps", str(steps // average)]
 
 
 def training_line(study: Study, row: Row) -> str:
@@ -684,6 +703,10 @@ def _in_process(connection, parent: int, cpus: tuple[int, ...], log: str, task, 
     try:
         message = ("done", task(*arguments))
     except BaseException as error:  # noqa: BLE001 -- every failure goes back to the study, which reports it
+        if isinstance(error, SystemExit) and isinstance(error.code, int) and error.code:
+            # argparse's error() (the recipe's usage errors): its "PROG: error: MESSAGE" is the last line of the log
+            line = last_line(log)
+            error = RuntimeError(line.split(": error: ", 1)[-1] if line else f"exited with status {error.code}")
         traceback.print_exc()
         message = ("error", error)
     try:
@@ -691,6 +714,19 @@ def _in_process(connection, parent: int, cpus: tuple[int, ...], log: str, task, 
     except Exception:  # noqa: BLE001 -- an exception that does not pickle: its type and text
         connection.send(("error", RuntimeError(f"{type(message[1]).__name__}: {message[1]}")))
     connection.close()
+
+
+def last_line(path: str) -> str | None:
+    """The last line of text in the file at `path` (what a progress bar rewrote with carriage returns: its last
+    state), or None."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - 8192))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    lines = [line.rsplit("\r", 1)[-1].strip() for line in text.splitlines()]
+    return next((line for line in reversed(lines) if line), None)
 
 
 def _named(error: BaseException, name: str, log: str) -> BaseException:

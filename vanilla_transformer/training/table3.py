@@ -60,6 +60,7 @@ from vanilla_transformer.training.arguments import parse_arguments, preset_defau
 from vanilla_transformer.training.build import load_data
 from vanilla_transformer.training.metrics import translation_scores
 from vanilla_transformer.training.presets import PRESETS
+from vanilla_transformer.training.trainer import checkpoints_saved
 from vanilla_transformer.translate import load_model_and_tokenizer, translate
 
 GROUPS = ("A", "B", "C", "D", "E")
@@ -553,8 +554,7 @@ def checkpoint_options(recipe_options: list[str], steps: int) -> list[str]:
     if (getattr(args.save_strategy, "value", args.save_strategy) != "steps" or average < 2 or steps < average
             or not args.save_steps or args.save_steps <= 0):
         return []
-    interval = args.save_steps if args.save_steps >= 1 else math.ceil(steps * args.save_steps)
-    return [] if math.ceil(steps / interval) >= average else ["--save_steps", str(steps // average)]
+    return [] if checkpoints_saved(steps, args.save_steps) >= average else ["--save_steps", str(steps // average)]
 
 
 def training_line(study: Study, row: Row) -> str:
@@ -717,16 +717,15 @@ def _in_process(connection, parent: int, cpus: tuple[int, ...], log: str, task, 
 
 
 def last_line(path: str) -> str | None:
-    """The last line of text in the file at `path` (what a progress bar rewrote with carriage returns: its last
-    state), or None."""
+    """The last line of text in the file at `path` (carriage returns end lines too: a progress bar's last state is
+    its own line), or None."""
     try:
         with open(path, "rb") as f:
             f.seek(max(0, os.path.getsize(path) - 8192))
             text = f.read().decode("utf-8", errors="replace")
     except OSError:
         return None
-    lines = [line.rsplit("\r", 1)[-1].strip() for line in text.splitlines()]
-    return next((line for line in reversed(lines) if line), None)
+    return next((line.strip() for line in reversed(text.splitlines()) if line.strip()), None)
 
 
 def _named(error: BaseException, name: str, log: str) -> BaseException:

@@ -162,9 +162,7 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         # without a clock (with one, training.train averages the checkpoints the run saved and says so)
         if (self.average_last_n_checkpoints > 1 and not self.max_train_minutes and self.max_steps > 0
                 and strategy == "steps" and self.save_steps and self.save_steps > 0):
-            # the Trainer saves every save_steps (a fraction: of max_steps) and at the last step
-            interval = self.save_steps if self.save_steps >= 1 else math.ceil(self.max_steps * self.save_steps)
-            saved = math.ceil(self.max_steps / interval)
+            saved = checkpoints_saved(self.max_steps, self.save_steps)
             if saved < self.average_last_n_checkpoints:
                 fix = (f"give --save_steps {self.max_steps // self.average_last_n_checkpoints} or less, or average "
                        "fewer" if self.max_steps >= self.average_last_n_checkpoints else "average fewer")
@@ -172,6 +170,13 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
                     f"--average_last_n_checkpoints {self.average_last_n_checkpoints} needs that many checkpoints, but "
                     f"--max_steps {self.max_steps} with --save_steps {self.save_steps:g} saves {saved}: {fix}."
                 )
+
+
+def checkpoints_saved(max_steps: int, save_steps: float) -> int:
+    """The checkpoints the Trainer saves in `max_steps` steps: every `save_steps` (a fraction: of max_steps) and at the
+    last step."""
+    interval = save_steps if save_steps >= 1 else math.ceil(max_steps * save_steps)
+    return math.ceil(max_steps / interval)
 
 
 class EpochForTokenBatches(TrainerCallback):

@@ -678,8 +678,8 @@ def _die_with_parent(parent: int) -> None:
 def _stop(signum, frame) -> None:
     """SIGTERM in a row's process: unwind as an exit, so that the process's own clean-up runs (multiprocessing's
     finalizers unlink the semaphores its libraries made; killed outright, they are left for the study's resource
-    tracker to warn about)."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    tracker to warn about). An exit raised inside a `__del__` is ignored by Python, so the study sends SIGTERM
+    again until the process is gone."""
     raise SystemExit(f"stopped by the study (signal {signum})")
 
 
@@ -778,8 +778,12 @@ def run_in_processes(study: Study, tasks, slots: list[tuple[int, ...]], on_start
     finally:
         for name, process, receiver, cpus in running.values():  # stopped: resumable from their checkpoints
             process.terminate()
+        deadline = time.monotonic() + STOP_SECONDS
         for name, process, receiver, cpus in running.values():
-            process.join(timeout=STOP_SECONDS)
+            process.join(timeout=1)
+            while process.is_alive() and time.monotonic() < deadline:
+                process.terminate()  # again: the exit it raised may have been ignored (raised inside a __del__)
+                process.join(timeout=1)
             if process.is_alive():  # not back in Python to take its SIGTERM
                 process.kill()
                 process.join()

@@ -24,7 +24,7 @@ from vanilla_transformer.training.table3 import (
     PAPER_TABLE3,
     Settings,
     plan_rows,
-    read_dev_set,
+    read_data,
     set_aside,
     trained_learning_rate,
 )
@@ -259,8 +259,9 @@ def test_a_study_on_the_first_pairs_trains_every_row_on_them(tmp_path, capsys):
     assert len(folders) == 6  # the timing run, the base row and D's four rows
     for row in folders:
         assert "- **training pairs**: 37\n" in (row / "README.md").read_text(), row.name
-    subset = read_dev_set([*RECIPE, "--max_train_samples", "37"], 1)[:2]
-    assert subset == read_dev_set(RECIPE, 1)[:2] and len(subset[0]) == 24  # --max_eval_samples, not 37
+    subset = read_data([*RECIPE, "--max_train_samples", "37"], 1)[0][:2]
+    assert subset == read_data(RECIPE, 1)[0][:2] and len(subset[0]) == 24  # --max_eval_samples, not 37
+    assert read_data([*RECIPE, "--max_train_samples", "37"], 1)[1] == 37 and read_data(RECIPE, 1)[1] == 300
 
 
 def two_cpus():

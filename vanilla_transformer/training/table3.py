@@ -42,6 +42,7 @@ import sys
 import time
 import traceback
 from collections import deque
+from collections.abc import Sized
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import wait
 
@@ -425,10 +426,11 @@ def study_steps(study: Study, jobs: int = 1) -> int:
     return study.steps
 
 
-def study_pairs(study: Study) -> int:
-    """The training pairs every row trains on: the first K, K chosen so that the study's steps pass over them
-    `study.passes` times as they passed over all the pairs in the timing run (its final epoch);
-    0 for all of them (no --passes, or the steps already pass over all the pairs that often)."""
+def study_pairs(study: Study, read: int | None) -> int:
+    """The training pairs every row trains on: the first K of the `read` pairs of the recipe's training split,
+    K chosen so that the study's steps pass over them `study.passes` times as they passed over all the pairs in the
+    timing run (its final epoch); 0 for all of them (no --passes, or the steps already pass over all the pairs that
+    often)."""
     if study.train_pairs is None:
         if not study.passes:
             study.train_pairs = 0
@@ -439,7 +441,6 @@ def study_pairs(study: Study) -> int:
             except (OSError, ValueError, KeyError, TypeError) as error:
                 raise RuntimeError(f"the timing run in {folder} does not say how many passes it made ({error}); "
                                    "give --passes 0, or run the study again in a new folder") from None
-            read = training_pairs(study.recipe_options)
             pairs = max(1, round(read * epochs / study.passes))
             if pairs >= read:
                 print(f"Every row trains on all {read:,} training pairs: its {study.steps:,} steps pass over them "
@@ -476,18 +477,20 @@ def dev_set(study: Study, seed: int):
     """(sources, targets, data_args) of the recipe's validation split as a row of `seed` reads it (the demo corpus
     is drawn with the seed)."""
     if seed not in study.dev_sets:
-        study.dev_sets[seed] = read_dev_set(study.recipe_options, seed)
+        study.dev_sets[seed] = read_data(study.recipe_options, seed)[0]
     return study.dev_sets[seed]
 
 
-def read_dev_set(recipe_options: list[str], seed: int):
+def read_data(recipe_options: list[str], seed: int) -> tuple[tuple, int | None]:
+    """The recipe's data as a row of `seed` reads it: (sources, targets, data_args) of its validation split, and the
+    pairs of its training split as --max_train_samples counts them (before the cleaning; None when streamed)."""
     data_args, _, training_args, _ = parse_arguments([*recipe_options, "--seed", str(seed)])
     splits = load_data(data_args, training_args).splits
     if "validation" not in splits:
         raise UsageError("the study scores the dev set: give --validation_source and --validation_target (or a "
                          "dataset with a validation split)")
-    dev = splits["validation"]
-    return list(dev["source"]), list(dev["target"]), data_args
+    dev, train = splits["validation"], splits["train"]
+    return (list(dev["source"]), list(dev["target"]), data_args), (len(train) if isinstance(train, Sized) else None)
 
 
 def finished_row(study: Study, row: Row) -> dict | None:
@@ -511,12 +514,6 @@ def finished_row(study: Study, row: Row) -> dict | None:
     else:
         print(f"{row.key}: finished ({done})", flush=True)
     return result
-
-
-def training_pairs(recipe_options: list[str]) -> int:
-    """The pairs of the recipe's training split, as --max_train_samples counts them (before the cleaning)."""
-    data_args, _, training_args, _ = parse_arguments([*recipe_options, "--seed", str(FIRST_SEED)])
-    return len(load_data(data_args, training_args).splits["train"])
 
 
 def train_row(study: Study, row: Row) -> dict:
@@ -978,13 +975,13 @@ def run_study(folder: str, recipe_options: list[str], *, steps: int | None = Non
         import_extra("matplotlib", "plot", "The Table 3 figure")  # before hours of training
     base, learning_rate = base_settings(recipe_options)
     rows = plan_rows(base, seeds, groups, learning_rate)
-    dev = read_dev_set(recipe_options, FIRST_SEED)  # the dev split exists, before anything is written
+    dev, read = read_data(recipe_options, FIRST_SEED)  # the dev split exists, before anything is written
     study = open_study(folder, recipe_options, steps, minutes, passes)
     study.dev_sets[FIRST_SEED] = dev
     trained = [row for row in rows if row.same_as is None]
     jobs = len(cpu_slots(jobs or default_jobs()))
     study_steps(study, jobs)
-    study_pairs(study)
+    study_pairs(study, read)
     results = {}
     to_train = []
     for row in trained:

@@ -56,14 +56,15 @@ def save_tiny_translator(path: str) -> str:
 def one_at_a_time(model_dir, texts, max_length_a=2.0, max_length_b=10, **generate_kwargs):
     """Each text translated alone by `generate`, bounded as fairseq bounds it: at most int(a * n + b) tokens (the
     </s> the bound ends it with among them) for a source of n tokens, unless `max_new_tokens` is given. The model's
-    own bound is off here: transformers' `max_new_tokens` cuts each sentence alone."""
+    own bound is off here: transformers' `max_new_tokens` cuts each sentence alone. A text longer than the
+    tokenizer's `model_max_length` is cut to it by the tokenizer's own truncation."""
     model, tokenizer = load_model_and_tokenizer(model_dir, "cpu")
     results = []
     for text in texts:
         if not text.strip():
             results.append("")
             continue
-        inputs = tokenizer(text, return_tensors="pt")
+        inputs = tokenizer(text, return_tensors="pt", truncation=True)
         kwargs = {"max_length_a": None, **generate_kwargs}
         longest = int(max_length_a * inputs["input_ids"].shape[1] + max_length_b) - 1  # tokens before that </s>
         if "max_new_tokens" not in kwargs and longest < model.generation_config.max_length - 1:
@@ -186,6 +187,37 @@ def test_a_corpus_in_chunks_is_line_aligned_and_equals_each_line_translated_alon
     assert translations[2] == translations[3] == ""  # blank lines are not sent to the model
     assert sorted(os.listdir(tmp_path)) == ["in.txt", "out.txt"]  # no partial file or progress record left
     assert f"{len(CORPUS)}/{len(CORPUS)}" in err
+
+
+def test_lines_longer_than_the_model_reads_are_cut_to_it_and_named_in_a_warning(model_dir, tmp_path, capsys,
+                                                                               small_chunks):
+    """A line past the 64 tokens the model reads (its tokenizer's `model_max_length`, as a trained folder's is its
+    training length) is translated as its first 64 tokens (the oracle: the tokenizer's own truncation, then
+    `generate`), not a runaway over all of it; each chunk's warning names its long lines by their number in the
+    file."""
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "capped"
+    load_model_and_tokenizer(model_dir, "cpu")[0].save_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, model_max_length=64)
+    tokenizer.save_pretrained(folder)
+    longest = " ".join(["one thousand, three hundred and forty-two"] * 400)  # thousands of tokens
+    lines = [num2words(i) for i in range(20)]
+    lines[2], lines[12], lines[13] = LONG_LINE, longest, f"eleven {LONG_LINE}"
+    source, target = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out, err = run_cli(["translate", "--model", str(folder), "--input", str(source), "--output", str(target),
+                              "--batch-size", "3", "--num-beams", "1", "--no-progress"], capsys)
+    assert code == 0, err
+    assert target.read_text(encoding="utf-8").split("\n")[:-1] == one_at_a_time(folder, lines, num_beams=1)
+    counts = [len(tokenizer(lines[i], verbose=False)["input_ids"]) for i in (2, 12, 13)]
+    assert min(counts) > 64 and counts[1] > 2000
+    assert err.splitlines() == [
+        f"Line 3 ({counts[0]:,} tokens) longer than the 64 tokens the model reads: cut to the first 64, the rest is "
+        "not translated (split long lines into sentences).",
+        f"Lines 13 ({counts[1]:,} tokens), 14 ({counts[2]:,} tokens) longer than the 64 tokens the model reads: cut "
+        "to the first 64, the rest is not translated (split long lines into sentences).",
+    ], err
 
 
 def test_gzip_input_and_output(model_dir, tmp_path, capsys, small_chunks):

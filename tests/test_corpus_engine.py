@@ -96,6 +96,28 @@ def test_a_corpus_is_exported_once_and_translated_as_pytorch_translates_it(seed,
     assert (tmp_path / "again.de").read_text(encoding="utf-8") == expected
 
 
+@pytest.mark.parametrize("limit, overrides", [(64, {}), (32, {"position_embedding_type": "learned",
+                                                                 "max_position_embeddings": 32})])
+def test_lines_longer_than_the_model_reads_are_cut_alike_by_both_engines(limit, overrides, tmp_path, capsys, exports):
+    """A line past the tokens the model reads (the tokenizer's 64; learned positions' 32) is cut to them by either
+    engine, with the same warning, and the translations agree (CTranslate2 would refuse the whole batch for a
+    source past its position table, and our model would attend over all of it)."""
+    folder = save_folder(tmp_path / "model", **overrides)
+    long_lines = [" ".join(ENGLISH) * 3, " ".join(GERMAN * 40)]
+    source = tmp_path / "long.en"
+    source.write_text("".join(line + "\n" for line in [*LINES[:3], long_lines[0], *LINES[3:], long_lines[1]]),
+                      encoding="utf-8")
+    code, torch_err = translate(folder, source, tmp_path / "torch.de", capsys, "--engine", "pytorch")
+    assert code == 0, torch_err
+    code, err = translate(folder, source, tmp_path / "ct2.de", capsys)
+    assert code == 0, err
+    assert len(exports) == 1 and "Translating with CTranslate2" in err
+    warnings = [line for line in torch_err.splitlines() if f"longer than the {limit} tokens the model reads" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("Lines 4 (") and f", {len(LINES) + 2} (" in warnings[0]
+    assert [line for line in err.splitlines() if "longer than" in line] == warnings
+    assert (tmp_path / "ct2.de").read_text(encoding="utf-8") == (tmp_path / "torch.de").read_text(encoding="utf-8")
+
+
 def test_a_few_lines_and_sentence_arguments_stay_with_pytorch(folder, tmp_path, capsys, exports):
     few = tmp_path / "few.en"
     few.write_text("".join(line + "\n" for line in ENGLISH), encoding="utf-8")  # under AUTO_EXPORT_LINES

@@ -1,5 +1,6 @@
 """What decoding a translation takes, without torch: the length bound of a translation (its settings, their
-defaults and the bound of each source) and the check of generation parameters. The model
+defaults and the bound of each source), the check of generation parameters, and the longest source every engine
+reads (`positions_read`). The model
 (`modeling_vanilla_transformer`: its `generate` applies the bound through `SourceLengthBound`), the pipeline
 (`pipeline_translation`) and the CTranslate2 engine (`interop.ctranslate2_runtime`) use the same functions, and
 `vanilla-transformer translate` with a CTranslate2 folder imports this file without torch.
@@ -90,5 +91,22 @@ def check_generation_parameters(generation_config, generate_kwargs: dict | None 
         )
 
 
-__all__ = ["LARGEST_BOUND", "LENGTH_BOUND", "MAX_LENGTH_A", "MAX_LENGTH_B", "check_generation_parameters",
-           "length_bound_setting", "max_target_lengths"]
+# Sinusoids have no length of their own: the model computes them for any position, and its exports (CTranslate2,
+# Marian) hold a table of at least this many positions, so that every engine reads the same longest input.
+SINUSOID_TABLE_ROWS = 1024
+
+
+def positions_read(config) -> int | None:
+    """The longest input in tokens a PyTorch model of `config` reads, as its exports hold positions for it: our
+    model with sinusoids, max(`max_position_embeddings`, `SINUSOID_TABLE_ROWS`); learned positions, and any other
+    model, `max_position_embeddings`; None where the config does not say."""
+    positions = getattr(config, "max_position_embeddings", None)
+    if not isinstance(positions, int) or isinstance(positions, bool) or positions <= 0:
+        return None
+    if getattr(config, "model_type", None) == "vanilla_transformer" and config.position_embedding_type != "learned":
+        return max(positions, SINUSOID_TABLE_ROWS)
+    return positions
+
+
+__all__ = ["LARGEST_BOUND", "LENGTH_BOUND", "MAX_LENGTH_A", "MAX_LENGTH_B", "SINUSOID_TABLE_ROWS",
+           "check_generation_parameters", "length_bound_setting", "max_target_lengths", "positions_read"]

@@ -25,7 +25,7 @@ from transformers.utils import ModelOutput, logging
 from .casing import STYLES, restore_case
 from .casing import recase as recase_texts
 from .compat import pipeline_merges_generate_kwargs
-from .decoding import check_generation_parameters
+from .decoding import check_generation_parameters, positions_read
 
 logger = logging.get_logger(__name__)
 
@@ -178,9 +178,9 @@ class TranslationPipeline(Pipeline):
     # -- the three stages ---------------------------------------------------------------------------------------
 
     def _max_input_length(self) -> int | None:
-        """The longest input the model takes: the tokenizer's `model_max_length` and the model's positions."""
-        limits = [getattr(self.tokenizer, "model_max_length", None),
-                  getattr(self.model.config, "max_position_embeddings", None)]
+        """The longest input the model takes: the tokenizer's `model_max_length` and the model's positions (as every
+        engine reads them, `decoding.positions_read`)."""
+        limits = [getattr(self.tokenizer, "model_max_length", None), positions_read(self.model.config)]
         limits = [int(limit) for limit in limits if limit is not None and 0 < limit < _NO_LIMIT]
         return min(limits) if limits else None
 

@@ -12,9 +12,10 @@ it stopped when run again with the same arguments, and OUT appears only when who
 gzip'd (an input is recognised by its content). Decoding follows the model's `generation_config` (the paper's
 beam 4, length penalty 0.6) unless `--num-beams` / `--max-new-tokens` say otherwise; a translation takes at most
 A * n + B tokens for a source of n (--max-length-a, --max-length-b; by default the folder's generation config's
-`max_length_a` / `max_length_b`), so that no output runs away. An ALL-CAPS or Title Case sentence is translated
-as the model knows it, recased, and its translation given its case (vanilla_transformer/casing.py); --no-recase
-translates every sentence as it is written. A folder written
+`max_length_a` / `max_length_b`), so that no output runs away. A line longer than the model reads (its tokenizer's
+`model_max_length`, else its positions) is translated as its first that many tokens, with a warning naming it. An
+ALL-CAPS or Title Case sentence is translated as the model knows it, recased, and its translation given its case
+(vanilla_transformer/casing.py); --no-recase translates every sentence as it is written. A folder written
 by `vanilla-transformer export ctranslate2` is translated by CTranslate2 (`--engine` chooses explicitly).
 
 --closest-to REF (a file with one line per --input line, e.g. the original translations of a training corpus)
@@ -355,10 +356,13 @@ def _encode(lines, gzipped: bool) -> bytes:
 
 
 def run(args: argparse.Namespace) -> None:
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
     from vanilla_transformer.checkpoints.load import load_checkpoint
     from vanilla_transformer.files.errors import TextFileError
     from vanilla_transformer.files.text import count_text_lines, text_lines
     from vanilla_transformer.translate import CHUNK_SIZE, TRANSLATION_KINDS, progress_bar, translate_chunks
+    from vanilla_transformer.translate import logger as translation_logger
 
     if not hasattr(args, "engine_used"):
         args.engine_used, args.engine_note = plan_engine(args)
@@ -378,7 +382,8 @@ def run(args: argparse.Namespace) -> None:
             pass
     progress = bool(args.input) and not args.no_progress
     total = count_text_lines(args.input) if progress and args.input != "-" else None
-    with progress_bar(total, initial=done, show=progress) as bar:
+    # the warnings of lines cut to the length the model reads, one line each, above the bar rather than through it
+    with progress_bar(total, initial=done, show=progress) as bar, logging_redirect_tqdm([translation_logger]):
         chunks = translate_chunks(loaded.model, loaded.tokenizer, lines, chunk_size=CHUNK_SIZE,
                                   first_chunk=done // CHUNK_SIZE, bar=bar, closest_to=references,
                                   **_translate_options(args))

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 import torch
 from transformers import LogitsProcessorList
 
+from vanilla_transformer.translate import max_input_tokens
+
 CONFIGURATIONS = ("encoder-decoder", "decoder-only", "encoder-only")
 
 
@@ -46,13 +48,9 @@ class AttentionRun:
 
 
 def input_limit(model, tokenizer) -> int:
-    """The most tokens the model reads: its positions (`max_position_embeddings`), or the tokenizer's
-    `model_max_length` if smaller."""
-    limit = model.config.max_position_embeddings
-    tokenizer_limit = getattr(tokenizer, "model_max_length", None)
-    if isinstance(tokenizer_limit, int) and 0 < tokenizer_limit < limit:
-        limit = tokenizer_limit
-    return limit
+    """The most tokens the model reads, as `translate` reads them (`translate.max_input_tokens`: its positions, or
+    the tokenizer's `model_max_length` if smaller)."""
+    return max_input_tokens(model, tokenizer)
 
 
 def eos_ids(model) -> list[int]:

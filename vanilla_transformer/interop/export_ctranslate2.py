@@ -43,6 +43,7 @@ from vanilla_transformer.cards.model_card import card_languages
 from vanilla_transformer.checkpoints.kinds import CheckpointError
 from vanilla_transformer.checkpoints.load import load_checkpoint
 from vanilla_transformer.configuration_vanilla_transformer import ACTIVATIONS
+from vanilla_transformer.decoding import positions_read
 from vanilla_transformer.files.errors import OutputError
 from vanilla_transformer.files.paths import check_output_folder
 from vanilla_transformer.files.staging import staged_folder
@@ -58,7 +59,6 @@ from vanilla_transformer.modeling_vanilla_transformer import sinusoidal_position
 # CTranslate2's common_spec.Activation member for each of the configuration's ACTIVATIONS: the name in capitals,
 # except these two
 CTRANSLATE2_ACTIVATION_EXCEPTIONS = {"gelu_new": "GELUTanh", "silu": "SWISH"}
-SINUSOID_TABLE_ROWS = 1024  # at least this many positions for sinusoids, which have no length of their own
 
 
 class ExportError(ValueError):
@@ -122,7 +122,7 @@ def position_table(stack, config) -> torch.Tensor:
     offset = config.position_offset
     if config.position_embedding_type == "learned":
         return stack.embed_positions.weight[offset:]
-    rows = max(config.max_position_embeddings, SINUSOID_TABLE_ROWS)
+    rows = positions_read(config)
     return sinusoidal_position_encoding(torch.arange(offset, offset + rows), config.d_model,
                                         config.sinusoidal_layout, config.sinusoidal_frequencies)
 

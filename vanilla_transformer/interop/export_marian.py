@@ -42,13 +42,9 @@ from transformers import GenerationConfig, MarianConfig, MarianMTModel
 from transformers.activations import ACT2FN
 
 from vanilla_transformer.cards.model_card import hub_id_from_path
-from vanilla_transformer.decoding import LENGTH_BOUND
+from vanilla_transformer.decoding import LENGTH_BOUND, positions_read
 from vanilla_transformer.files.staging import staged_folder
-from vanilla_transformer.interop.export_ctranslate2 import (
-    SINUSOID_TABLE_ROWS,
-    ExportError,
-    export_inputs,
-)
+from vanilla_transformer.interop.export_ctranslate2 import ExportError, export_inputs
 
 MARIAN_LAYER_NORM_EPS = 1e-5  # MarianEncoderLayer / MarianDecoderLayer use nn.LayerNorm's default
 
@@ -131,7 +127,7 @@ def marian_config(config):
         activation_dropout=config.activation_dropout,
         activation_function=config.activation_function,
         # Marian computes a table of this many sinusoids; ours computes any position: give Marian room for long inputs
-        max_position_embeddings=max(config.max_position_embeddings, SINUSOID_TABLE_ROWS),
+        max_position_embeddings=positions_read(config),
         scale_embedding=config.scale_embedding,
         # ours: None means d_model^-0.5 (only used to initialise new weights)
         init_std=config.init_std if config.init_std is not None else config.d_model**-0.5,

@@ -27,7 +27,7 @@ from vanilla_transformer.checkpoints.kinds import check_folder_kind
 from vanilla_transformer.checkpoints.load import load_checkpoint
 from vanilla_transformer.decoding import LENGTH_BOUND, check_generation_parameters, length_bound_setting
 from vanilla_transformer.interop.ctranslate2_runtime import recorded_languages
-from vanilla_transformer.translate import TRANSLATION_KINDS, translate, translate_hypotheses
+from vanilla_transformer.translate import TRANSLATION_KINDS, max_input_tokens, translate, translate_hypotheses
 
 
 def model_languages(folder: str | os.PathLike, source_lang: str | None = None,
@@ -121,19 +121,8 @@ class TranslationEngine:
         # token counts are asked for from other threads than the batcher's, while `translate` sets padding on the
         # tokenizer (a Rust object that refuses use from two threads while one changes it): a copy of its own
         self._counting_tokenizer = copy.deepcopy(self.tokenizer)
-        self.max_input_tokens = self._max_input_tokens()
+        self.max_input_tokens = max_input_tokens(self.model, self.tokenizer)  # longer: 400 (serve.app)
         self.files = files  # the folder as the server read it (restart reads the same files or none)
-
-    def _max_input_tokens(self) -> int | None:
-        """The longest sentence in tokens the model reads: its positions (a CTranslate2 folder's as its export recorded
-        them) and the tokenizer's `model_max_length`, whichever is less; None when neither says."""
-        ctranslate2 = self.kind == "ctranslate2"
-        positions = self.model.max_positions if ctranslate2 else self.model.config.max_position_embeddings
-        limits = [positions] if positions else []
-        tokenizer_limit = getattr(self.tokenizer, "model_max_length", None)
-        if isinstance(tokenizer_limit, int) and 0 < tokenizer_limit < 1_000_000:  # not the "no limit" sentinel
-            limits.append(tokenizer_limit)
-        return min(limits, default=None)
 
     def count_tokens(self, sentences: list[str]) -> list[int]:
         """Source tokens of each sentence (with its special tokens), as the engine will read it (recased)."""

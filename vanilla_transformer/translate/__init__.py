@@ -8,8 +8,11 @@ Decoding follows the model's `generation_config` (the paper's beam 4, length pen
 arguments say otherwise, and each translation is bounded by its source's length as the model's `generate` bounds it:
 at most `max_length_a * n + max_length_b` tokens for a source of n tokens (fairseq's `--max-len-a` / `--max-len-b`;
 the folder's generation config, or the keywords, set them; `max_length_a=None` turns the bound off). A
-`CTranslate2Translator` applies the same bound from its folder's generation config. `translate_chunks` translates an
-iterable of lines chunk by chunk (a corpus of millions of lines in flat memory); each chunk is sorted by length into
+`CTranslate2Translator` applies the same bound from its folder's generation config. A sentence longer than the model
+reads (`max_input_tokens`: its positions and the tokenizer's `model_max_length`) is cut to that many tokens, as the
+translation pipeline and CTranslate2 cut it, and a warning names its line: the end of it is not translated, and a
+hostile line of millions of tokens costs no more than one of the longest the model reads. `translate_chunks` translates
+an iterable of lines chunk by chunk (a corpus of millions of lines in flat memory); each chunk is sorted by length into
 batches and comes back in its own order; `translate_hypotheses` gives each sentence's n best. `translate_chunks(...,
 closest_to=references)` writes, of each sentence's n best, the one closest to its reference line (sentence BLEU):
 sequence-level interpolation (Kim & Rush 2016, section 3.2), for a teacher's translations of a training corpus whose
@@ -21,6 +24,7 @@ ctranslate2`), which needs neither torch nor transformers' model code, and to th
 (`translate.pytorch`, imported for such a model only).
 """
 
+import logging
 import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
@@ -30,11 +34,18 @@ from tqdm.auto import tqdm
 from vanilla_transformer.casing import recase as recase_texts
 from vanilla_transformer.casing import restore_case
 from vanilla_transformer.checkpoints.load import ENGINES, load_checkpoint
-from vanilla_transformer.decoding import LENGTH_BOUND, check_generation_parameters, length_bound_setting
+from vanilla_transformer.decoding import (
+    LENGTH_BOUND,
+    check_generation_parameters,
+    length_bound_setting,
+    positions_read,
+)
 from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator, import_ctranslate2
 
 TRANSLATION_KINDS = ("seq2seq", "ctranslate2")
 CHUNK_SIZE = 4096  # lines read, sorted by length and translated together by `translate_chunks`
+NO_LIMIT = 1_000_000  # a tokenizer's model_max_length at or above this says "no limit" (transformers' sentinel is 1e30)
+logger = logging.getLogger("vanilla_transformer.translate")
 
 
 def load_model(path: str, device=None):
@@ -50,6 +61,43 @@ def load_model_and_tokenizer(path: str, device=None, *, engine: str = "auto", co
     loaded = load_checkpoint(path, kinds=TRANSLATION_KINDS, device=device, engine=engine,
                              compute_type=compute_type, purpose="translate")
     return loaded.model, loaded.tokenizer
+
+
+def max_input_tokens(model, tokenizer) -> int | None:
+    """The longest source in tokens (special tokens included) `model` reads: its positions (a CTranslate2 folder's as
+    its export recorded them; a PyTorch model's as its exports would hold them, `positions_read`: the same for both
+    engines) and the tokenizer's `model_max_length`, whichever is less; None when neither says."""
+    if isinstance(model, CTranslate2Translator):
+        positions = model.max_positions
+    else:
+        positions = positions_read(getattr(model, "config", None))
+    limits = [limit for limit in (positions, getattr(tokenizer, "model_max_length", None))
+              if isinstance(limit, int) and 0 < limit < NO_LIMIT]
+    return min(limits, default=None)
+
+
+def source_ids(model, tokenizer, sources: list[str]) -> tuple[list[list[int]], list[tuple[int, int]]]:
+    """The token ids of each source as `model` reads them, and (index, length) of each source that was longer than
+    `max_input_tokens` and is cut to that many tokens (as `tokenizer(..., truncation=True)` cuts it)."""
+    ids = tokenizer(sources, verbose=False)["input_ids"] if sources else []  # warn_cut says what is too long
+    limit = max_input_tokens(model, tokenizer)
+    cut = [(i, len(row)) for i, row in enumerate(ids) if limit is not None and len(row) > limit]
+    if cut:
+        shortened = tokenizer([sources[i] for i, _ in cut], truncation=True, max_length=limit)["input_ids"]
+        for (i, _), row in zip(cut, shortened):
+            ids[i] = row
+    return ids, cut
+
+
+def warn_cut(cut: list[tuple[int, int]], limit: int | None, what: str = "line") -> None:
+    """One warning for the sources `source_ids` cut: (number counted from 1, length) of each."""
+    if not cut:
+        return
+    named = ", ".join(f"{number:,} ({length:,} tokens)" for number, length in cut[:5])
+    more = f" and {len(cut) - 5:,} more" if len(cut) > 5 else ""
+    logger.warning(f"{what.capitalize()}{'s' if len(cut) > 1 else ''} {named}{more} longer than the {limit:,} tokens "
+                   f"the model reads: cut to the first {limit:,}, the rest is not translated (split long lines into "
+                   "sentences).")
 
 
 def translate(
@@ -101,7 +149,8 @@ def translate_chunks(
 
     `seed`: sampling (`do_sample=True`) draws from the seed `seed + k` for the k-th chunk, counted from `first_chunk`
     (a run that resumes after `first_chunk` chunks draws as the run it continues would have). `bar` is updated by
-    the lines translated."""
+    the lines translated. A line cut to `max_input_tokens` is named in a warning, its number counted from 1 at the
+    first of `lines` as chunk `first_chunk` (a resumed run names the lines of the whole file)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     if chunk_size < 1:
@@ -117,14 +166,16 @@ def translate_chunks(
     while chunk := list(islice(lines, chunk_size)):
         if seed is not None:
             manual_seed(model, seed + index)
+        first_line = index * chunk_size + 1
         if references is None:
-            yield _translate_chunk(model, tokenizer, chunk, batch_size, generate_kwargs, bar, recase)
+            yield _translate_chunk(model, tokenizer, chunk, batch_size, generate_kwargs, bar, recase, first_line)
         else:
             chunk_references = list(islice(references, len(chunk)))
             if len(chunk_references) < len(chunk):
                 raise ValueError(f"closest_to has fewer lines than the text to translate: it ends at line "
                                  f"{index * chunk_size + len(chunk_references) + 1}")
-            yield _closest_chunk(model, tokenizer, chunk, chunk_references, batch_size, generate_kwargs, bar, recase)
+            yield _closest_chunk(model, tokenizer, chunk, chunk_references, batch_size, generate_kwargs, bar, recase,
+                                 first_line)
         index += 1
     if references is not None and next(references, None) is not None:
         raise ValueError("closest_to has more lines than the text to translate")
@@ -136,7 +187,15 @@ def translate_hypotheses(model, tokenizer, texts: list[str], count: int, *, reca
     wide (the model's own beam when wider) returns each text's `count` best hypotheses, each bounded by its source's
     length by the engine (the model's `generate`, or CTranslate2 without torch) as `translate`'s one translation
     is, and recased as it is (`recase`). A blank text gives `count` empty ones. Fewer distinct hypotheses than
-    `count` can come back the same text twice."""
+    `count` can come back the same text twice. A text cut to `max_input_tokens` is named in a warning."""
+    results, cut = _hypotheses(model, tokenizer, texts, count, recase, generate_kwargs)
+    warn_cut([(i + 1, length) for i, length in cut], max_input_tokens(model, tokenizer), "text")
+    return results
+
+
+def _hypotheses(model, tokenizer, texts: list[str], count: int, recase: bool,
+                generate_kwargs: dict) -> tuple[list[list[str]], list[tuple[int, int]]]:
+    """`translate_hypotheses`'s results, and (index in `texts`, length) of each text cut to `max_input_tokens`."""
     if count < 1:
         raise ValueError(f"count must be at least 1, got {count}")
     beams = max(count, generate_kwargs.pop("num_beams", None) or model.generation_config.num_beams or 1)
@@ -145,13 +204,14 @@ def translate_hypotheses(model, tokenizer, texts: list[str], count: int, *, reca
     results = [[""] * count for _ in texts]
     todo = [i for i, text in enumerate(texts) if text.strip()]
     if not todo:
-        return results
+        return results, []
     sources, styles = _recased(tokenizer, [texts[i] for i in todo], recase)
-    output_ids = _generate_batch(model, tokenizer, tokenizer(sources)["input_ids"], generate_kwargs)
+    ids, cut = source_ids(model, tokenizer, sources)
+    output_ids = _generate_batch(model, tokenizer, ids, generate_kwargs)
     decoded = [" ".join(text.splitlines()) for text in tokenizer.batch_decode(output_ids, skip_special_tokens=True)]
     for row, (i, style) in enumerate(zip(todo, styles)):
         results[i] = [restore_case(text, style) for text in decoded[row * count:(row + 1) * count]]
-    return results
+    return results, [(todo[row], length) for row, length in cut]
 
 
 def closest(hypotheses: list[str], reference: str) -> str:
@@ -164,20 +224,23 @@ def closest(hypotheses: list[str], reference: str) -> str:
 
 
 def _closest_chunk(model, tokenizer, texts: list[str], references: list[str], batch_size: int,
-                   generate_kwargs: dict, bar: tqdm | None, recase: bool) -> list[str]:
+                   generate_kwargs: dict, bar: tqdm | None, recase: bool, first_line: int = 1) -> list[str]:
     """One chunk as `_translate_chunk` translates it, each text's translation the closest of its beam's best to
     its reference."""
     count = generate_kwargs.get("num_beams") or model.generation_config.num_beams or 1
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)  # batches of similar lengths
     translations = [""] * len(texts)
+    cut = []
     for start in range(0, len(order), batch_size):
         batch = order[start:start + batch_size]
-        hypotheses = translate_hypotheses(model, tokenizer, [texts[i] for i in batch], count, recase=recase,
-                                          **generate_kwargs)
+        hypotheses, batch_cut = _hypotheses(model, tokenizer, [texts[i] for i in batch], count, recase,
+                                            dict(generate_kwargs))
+        cut += [(batch[row], length) for row, length in batch_cut]
         for i, candidates in zip(batch, hypotheses):
             translations[i] = closest(candidates, references[i]) if texts[i].strip() else ""
         if bar is not None:
             bar.update(len(batch))
+    warn_cut([(first_line + i, length) for i, length in sorted(cut)], max_input_tokens(model, tokenizer))
     return translations
 
 
@@ -203,13 +266,15 @@ def _recased(tokenizer, texts: list[str], recase: bool) -> tuple[list[str], list
 
 
 def _translate_chunk(model, tokenizer, texts: list[str], batch_size: int, generate_kwargs: dict,
-                     bar: tqdm | None, recase: bool = True) -> list[str]:
-    """One chunk: its non-blank texts sorted by token length into batches, translated, and put back in order."""
+                     bar: tqdm | None, recase: bool = True, first_line: int = 1) -> list[str]:
+    """One chunk: its non-blank texts sorted by token length into batches, translated, and put back in order; the
+    texts cut to `max_input_tokens` named in one warning (their lines counted from `first_line`)."""
     translations = [""] * len(texts)
     todo = [i for i, text in enumerate(texts) if text.strip()]
     sources, styles = _recased(tokenizer, [texts[i] for i in todo], recase)
     style_of = dict(zip(todo, styles))
-    input_ids = tokenizer(sources)["input_ids"] if todo else []
+    input_ids, cut = source_ids(model, tokenizer, sources)
+    warn_cut([(first_line + todo[row], length) for row, length in cut], max_input_tokens(model, tokenizer))
     ids_of = dict(zip(todo, input_ids))
     todo.sort(key=lambda i: len(ids_of[i]), reverse=True)  # longest first: an out-of-memory shows at once
     if bar is not None:
@@ -235,5 +300,5 @@ def _generate_batch(model, tokenizer, rows: list[list[int]], generate_kwargs: di
     return pytorch.generate_batch(model, tokenizer, rows, generate_kwargs)
 
 
-__all__ = ["CHUNK_SIZE", "ENGINES", "load_model", "load_model_and_tokenizer", "manual_seed",
-           "progress_bar", "translate", "translate_chunks", "translate_hypotheses", "closest"]
+__all__ = ["CHUNK_SIZE", "ENGINES", "load_model", "load_model_and_tokenizer", "manual_seed", "max_input_tokens",
+           "progress_bar", "source_ids", "translate", "translate_chunks", "translate_hypotheses", "closest"]

@@ -310,6 +310,35 @@ def test_averaging_more_checkpoints_than_the_run_saves_stops_before_training(tmp
     parse_arguments(["--preset", "multi30k-pre-ln", "--max_steps", "120", "--save_steps", "60"])  # 2: enough
 
 
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_a_max_steps_that_is_neither_positive_nor_the_default_is_one_line(tmp_path, capsys, value):
+    with pytest.raises(SystemExit):
+        train_main([*TINY, "--output_dir", str(tmp_path / "out"), "--max_steps", value])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.endswith(f"--max_steps must be positive, or -1 (the default: --num_train_epochs decides), got "
+                         f"{value}.") and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("pairs, epochs", [(20, 1), (30, 2)])
+def test_an_epoch_run_that_saves_too_few_checkpoints_to_average_stops_before_its_first_step(tmp_path, capsys, pairs,
+                                                                                           epochs):
+    """Its steps come from its batches: the run with checkpoints every step is the oracle of how many it makes."""
+    options = [*TINY, "--max_train_samples", str(pairs), "--max_steps", "-1", "--num_train_epochs", str(epochs),
+               "--average_last_n_checkpoints", "2"]
+    refused = tmp_path / "refused"
+    with pytest.raises(ValueError) as error:
+        train_main([*options, "--save_steps", "1000", "--output_dir", str(refused)])
+    line = str(error.value)
+    trained = tmp_path / "trained"
+    train_main([*options, "--save_steps", "1", "--output_dir", str(trained)])
+    steps = json.loads((trained / "trainer_state.json").read_text())["global_step"]
+    assert steps >= 2
+    assert line.endswith(f"--average_last_n_checkpoints 2 needs that many checkpoints, but --num_train_epochs {epochs} "
+                         f"makes {steps} steps and --save_steps 1000 saves 1 of them: give --save_steps {steps // 2} "
+                         "or less, or average fewer."), line
+    assert not list(refused.glob("checkpoint-*"))  # stopped before its first step
+
+
 @pytest.mark.parametrize("overrides, expected", [
     ("normalise_before=true", "--config_overrides: unknown key 'normalise_before' (did you mean normalize_before?)"),
     ("normalize_before=true,postion_embedding_type=learned",

@@ -138,6 +138,9 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         super().__post_init__()
         if self.max_tokens is not None and self.max_tokens < 0:
             raise ValueError(f"--max_tokens must be positive (or 0 for fixed-size batches), got {self.max_tokens}.")
+        if self.max_steps == 0 or self.max_steps < -1:
+            raise ValueError(f"--max_steps must be positive, or -1 (the default: --num_train_epochs decides), got "
+                             f"{self.max_steps}.")
         if self.max_train_minutes is not None and self.max_train_minutes <= 0:
             raise ValueError(f"--max_train_minutes must be positive, got {self.max_train_minutes}.")
         if self.learning_rate is not None and self.learning_rate <= 0:
@@ -170,6 +173,24 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
                     f"--average_last_n_checkpoints {self.average_last_n_checkpoints} needs that many checkpoints, but "
                     f"--max_steps {self.max_steps} with --save_steps {self.save_steps:g} saves {saved}: {fix}."
                 )
+
+
+class CheckpointsToAverage(TrainerCallback):
+    """A run whose steps come from its epochs (no --max_steps, no clock) learns how many it makes only from its
+    batches: before the first step, refuse one that would save fewer checkpoints than it averages at the end, as
+    `TranslationTrainingArguments` refuses such a --max_steps, rather than after the whole training."""
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        wanted = args.average_last_n_checkpoints
+        strategy = getattr(args.save_strategy, "value", args.save_strategy)
+        if wanted > 1 and strategy == "steps" and args.save_steps and args.save_steps > 0 and state.max_steps > 0:
+            saved = checkpoints_saved(state.max_steps, args.save_steps)
+            if saved < wanted:
+                fix = (f"give --save_steps {state.max_steps // wanted} or less, or average fewer"
+                       if state.max_steps >= wanted else "train longer, or average fewer")
+                raise ValueError(f"--average_last_n_checkpoints {wanted} needs that many checkpoints, but "
+                                 f"--num_train_epochs {args.num_train_epochs:g} makes {state.max_steps} steps and "
+                                 f"--save_steps {args.save_steps:g} saves {saved} of them: {fix}.")
 
 
 def checkpoints_saved(max_steps: int, save_steps: float) -> int:
@@ -291,6 +312,8 @@ class TranslationTrainer(Seq2SeqTrainer):
                 epoch_lengths=epoch_lengths,
             )
             self.add_callback(EpochForTokenBatches(self.token_batch_sampler))
+        if self.args.max_steps <= 0 and not self.args.max_train_minutes:
+            self.add_callback(CheckpointsToAverage())
         self.budget_schedule = self.time_budget = None
         if self.args.plans_time_budget:
             self._follow_time_budget()

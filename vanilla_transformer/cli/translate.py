@@ -356,13 +356,16 @@ def _encode(lines, gzipped: bool) -> bytes:
 
 
 def run(args: argparse.Namespace) -> None:
-    from tqdm.contrib.logging import logging_redirect_tqdm
-
     from vanilla_transformer.checkpoints.load import load_checkpoint
     from vanilla_transformer.files.errors import TextFileError
     from vanilla_transformer.files.text import count_text_lines, text_lines
-    from vanilla_transformer.translate import CHUNK_SIZE, TRANSLATION_KINDS, progress_bar, translate_chunks
-    from vanilla_transformer.translate import logger as translation_logger
+    from vanilla_transformer.translate import (
+        CHUNK_SIZE,
+        TRANSLATION_KINDS,
+        progress_bar,
+        translate_chunks,
+        warnings_above_the_bar,
+    )
 
     if not hasattr(args, "engine_used"):
         args.engine_used, args.engine_note = plan_engine(args)
@@ -383,7 +386,7 @@ def run(args: argparse.Namespace) -> None:
     progress = bool(args.input) and not args.no_progress
     total = count_text_lines(args.input) if progress and args.input != "-" else None
     # the warnings of lines cut to the length the model reads, one line each, above the bar rather than through it
-    with progress_bar(total, initial=done, show=progress) as bar, logging_redirect_tqdm([translation_logger]):
+    with progress_bar(total, initial=done, show=progress) as bar, warnings_above_the_bar():
         chunks = translate_chunks(loaded.model, loaded.tokenizer, lines, chunk_size=CHUNK_SIZE,
                                   first_chunk=done // CHUNK_SIZE, bar=bar, closest_to=references,
                                   **_translate_options(args))

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 
 from tqdm.auto import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from vanilla_transformer.casing import recase as recase_texts
 from vanilla_transformer.casing import restore_case
@@ -248,6 +249,11 @@ def progress_bar(total: int | None, *, initial: int = 0, show: bool = True) -> t
     """The bar of sentences translated on stderr: sentences/s, and the time left when `total` is known."""
     return tqdm(total=total, initial=initial, disable=not show, unit="sent", desc="Translating", file=sys.stderr,
                 dynamic_ncols=True)
+
+
+def warnings_above_the_bar():
+    """A context in which `warn_cut`'s warnings are written above a progress bar (`tqdm.write`), not through it."""
+    return logging_redirect_tqdm([logger])
 
 
 def manual_seed(model, seed: int) -> None:

@@ -91,6 +91,8 @@ def check_generation_parameters(generation_config, generate_kwargs: dict | None 
         )
 
 
+# A tokenizer's `model_max_length` at or above this says "no limit" (transformers' own sentinel is 1e30)
+NO_LIMIT = 1_000_000
 # Sinusoids have no length of their own: the model computes them for any position, and its exports (CTranslate2,
 # Marian) hold a table of at least this many positions, so that every engine reads the same longest input.
 SINUSOID_TABLE_ROWS = 1024
@@ -108,5 +110,14 @@ def positions_read(config) -> int | None:
     return positions
 
 
-__all__ = ["LARGEST_BOUND", "LENGTH_BOUND", "MAX_LENGTH_A", "MAX_LENGTH_B", "SINUSOID_TABLE_ROWS",
-           "check_generation_parameters", "length_bound_setting", "max_target_lengths", "positions_read"]
+def longest_input(positions: int | None, tokenizer) -> int | None:
+    """The longest source in tokens a model reads: its `positions` (`positions_read`, or a CTranslate2 folder's) and
+    the tokenizer's `model_max_length`, whichever is less; None when neither says."""
+    limits = [limit for limit in (positions, getattr(tokenizer, "model_max_length", None))
+              if isinstance(limit, int) and not isinstance(limit, bool) and 0 < limit < NO_LIMIT]
+    return min(limits, default=None)
+
+
+__all__ = ["LARGEST_BOUND", "LENGTH_BOUND", "MAX_LENGTH_A", "MAX_LENGTH_B", "NO_LIMIT", "SINUSOID_TABLE_ROWS",
+           "check_generation_parameters", "length_bound_setting", "longest_input", "max_target_lengths",
+           "positions_read"]

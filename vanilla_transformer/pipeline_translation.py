@@ -25,12 +25,9 @@ from transformers.utils import ModelOutput, logging
 from .casing import STYLES, restore_case
 from .casing import recase as recase_texts
 from .compat import pipeline_merges_generate_kwargs
-from .decoding import check_generation_parameters, positions_read
+from .decoding import check_generation_parameters, longest_input, positions_read
 
 logger = logging.get_logger(__name__)
-
-# A tokenizer without a real length limit reports this (transformers' VERY_LARGE_INTEGER is 1e30).
-_NO_LIMIT = int(1e29)
 
 
 class TranslationPipeline(Pipeline):
@@ -180,9 +177,7 @@ class TranslationPipeline(Pipeline):
     def _max_input_length(self) -> int | None:
         """The longest input the model takes: the tokenizer's `model_max_length` and the model's positions (as every
         engine reads them, `decoding.positions_read`)."""
-        limits = [getattr(self.tokenizer, "model_max_length", None), positions_read(self.model.config)]
-        limits = [int(limit) for limit in limits if limit is not None and 0 < limit < _NO_LIMIT]
-        return min(limits) if limits else None
+        return longest_input(positions_read(self.model.config), self.tokenizer)
 
     def preprocess(self, text: str, truncation: bool = True, src_lang: str | None = None, tgt_lang: str | None = None,
                    recase: bool | None = None):

@@ -39,13 +39,13 @@ from vanilla_transformer.decoding import (
     LENGTH_BOUND,
     check_generation_parameters,
     length_bound_setting,
+    longest_input,
     positions_read,
 )
 from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator, import_ctranslate2
 
 TRANSLATION_KINDS = ("seq2seq", "ctranslate2")
 CHUNK_SIZE = 4096  # lines read, sorted by length and translated together by `translate_chunks`
-NO_LIMIT = 1_000_000  # a tokenizer's model_max_length at or above this says "no limit" (transformers' sentinel is 1e30)
 logger = logging.getLogger("vanilla_transformer.translate")
 
 
@@ -69,12 +69,8 @@ def max_input_tokens(model, tokenizer) -> int | None:
     its export recorded them; a PyTorch model's as its exports would hold them, `positions_read`: the same for both
     engines) and the tokenizer's `model_max_length`, whichever is less; None when neither says."""
     if isinstance(model, CTranslate2Translator):
-        positions = model.max_positions
-    else:
-        positions = positions_read(getattr(model, "config", None))
-    limits = [limit for limit in (positions, getattr(tokenizer, "model_max_length", None))
-              if isinstance(limit, int) and 0 < limit < NO_LIMIT]
-    return min(limits, default=None)
+        return longest_input(model.max_positions, tokenizer)
+    return longest_input(positions_read(getattr(model, "config", None)), tokenizer)
 
 
 def source_ids(model, tokenizer, sources: list[str]) -> tuple[list[list[int]], list[tuple[int, int]]]:

@@ -58,10 +58,11 @@ def server_in_thread(engine, settings, **options):
     """The app of `engine` under `settings` served in a thread as the command serves it (`server.make_server`, with
     `options` such as forwarded_allow_ips); yields its base URL."""
     from vanilla_transformer.serve.app import create_app
-    from vanilla_transformer.serve.server import listening_socket, make_server
+    from vanilla_transformer.serve.server import connection_limits, listening_socket, make_server
 
     sock = listening_socket("127.0.0.1", 0)
-    server = make_server(create_app(engine, settings), log_level="warning", **options)
+    limits = connection_limits(settings, options.get("forwarded_allow_ips"))
+    server = make_server(create_app(engine, settings), limits, log_level="warning", **options)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

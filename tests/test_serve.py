@@ -135,13 +135,15 @@ def test_without_batching_each_sentence_is_one_engine_call(served_ct2_dir, expec
 @pytest.mark.slow  # a server in a subprocess
 def test_several_worker_processes_serve_one_address_and_stop_together_on_sigterm(served_ct2_dir, expected):
     """--workers 2: uvicorn's supervisor starts two processes, each loading the model; concurrent requests on new
-    connections get the single-sentence answers; SIGTERM to the supervisor ends both workers and the command exits
-    0. Oracle: the workers' own log lines (each names its process id)."""
+    connections get the single-sentence answers; each worker answers a request that stalls 408 (the connections'
+    limits reach the workers); SIGTERM to the supervisor ends both workers and the command exits 0. Oracle: the
+    workers' own log lines (each names its process id)."""
     import re
+    import socket
     import time
 
-    server = ServerProcess([served_ct2_dir, "--source-lang", "en", "--target-lang", "de", "--workers", "2"],
-                           timeout=180, port=free_port())
+    server = ServerProcess([served_ct2_dir, "--source-lang", "en", "--target-lang", "de", "--workers", "2",
+                            "--read-timeout", "0.5"], timeout=180, port=free_port())
     try:
         deadline = time.monotonic() + 180
         while len(started := set(re.findall(r"\[(\d+)\] Application startup complete", "\n".join(server.log)))) < 2:
@@ -149,8 +151,21 @@ def test_several_worker_processes_serve_one_address_and_stop_together_on_sigterm
             time.sleep(0.1)
         with ThreadPoolExecutor(8) as pool:  # each post() opens its own connection
             answers = list(pool.map(lambda s: post(server.url, q=s, source="en", target="de"), SENTENCES * 2))
+
+        def stalled(_):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+                sock.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Le")
+                received = b""
+                while chunk := sock.recv(4096):
+                    received += chunk
+                return received
+
+        with ThreadPoolExecutor(8) as pool:
+            refusals = list(pool.map(stalled, range(8)))
     finally:
         status = server.stop()
+    assert all(refusal.startswith(b"HTTP/1.1 408") and b'{"error": "The request was not sent within 0.5 seconds"}'
+               in refusal for refusal in refusals), refusals
     assert [answer.json()["translatedText"] for answer in answers] == [expected["ctranslate2"][s]
                                                                        for s in SENTENCES * 2]
     assert status == 0, "\n".join(server.log)

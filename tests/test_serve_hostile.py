@@ -153,6 +153,134 @@ def test_a_client_gone_mid_body_is_one_log_line(engine, caplog):
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Connections: what uvicorn's parser refuses, requests that never finish arriving, one client's many connections
+
+
+def raw_answer(port: int, data: bytes, wait: float = 10.0) -> tuple[int, dict, float]:
+    """Send `data` on a new connection and read until the server closes it: (status, JSON body, seconds)."""
+    import json
+    import socket
+    import time
+
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as sock:
+        if data:
+            sock.sendall(data)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert b"content-type: application/json" in head.lower(), received
+    return int(head.split()[1]), json.loads(body), time.monotonic() - started
+
+
+GOOD_BODY = b'{"q": "two dogs", "source": "en", "target": "de"}'
+MALFORMED = {
+    "a Content-Length that is no number": b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                                          b"\r\nContent-Length: abc\r\n\r\n" + GOOD_BODY,
+    "a negative Content-Length": b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n" + GOOD_BODY,
+    "a control byte in a header": b"GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\x01b\r\n\r\n",
+    "a header without a colon": b"GET /health HTTP/1.1\r\nHost: x\r\nnocolon\r\n\r\n",
+    "a request line of garbage": b"\x16\x03\x01\x02\x00 hello\r\n\r\n",
+    "Content-Length beside chunked": b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+                                     b"Transfer-Encoding: chunked\r\n\r\nzz\r\n",
+}
+
+
+@pytest.mark.parametrize("request_bytes", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_request_the_http_parser_refuses_is_one_json_error(engine, caplog, request_bytes):
+    with caplog.at_level("INFO"), server_in_thread(engine, ServeSettings()) as url:
+        status, body, _ = raw_answer(int(url.rsplit(":", 1)[1]), request_bytes)
+        assert status == 400 and list(body) == ["error"] and body["error"], body
+        assert post(url, q=SENTENCES[0], source="en", target="de").status_code == 200
+    no_traceback_logged(caplog)
+
+
+def test_a_refused_cors_preflight_is_one_json_error(engine):
+    with server_in_thread(engine, ServeSettings()) as url:
+        refused = httpx.options(f"{url}/translate", headers={"Origin": "http://elsewhere.example",
+                                                             "Access-Control-Request-Method": "DELETE"})
+        allowed = httpx.options(f"{url}/translate", headers={"Origin": "http://elsewhere.example",
+                                                             "Access-Control-Request-Method": "POST"})
+    assert refused.status_code == 400 and refused.json() == {"error": "Disallowed CORS method"}
+    assert allowed.status_code == 200 and allowed.headers["access-control-allow-origin"] == "*"
+
+
+STALLED = {
+    "nothing sent": b"",
+    "half the headers": b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Ty",
+    "the headers and part of the body": b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                                        b"\r\nContent-Length: 100\r\n\r\n" + GOOD_BODY[:20],
+    "one chunk of a chunked body": b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                   b"Transfer-Encoding: chunked\r\n\r\n5\r\n{\"q\":\r\n",
+}
+
+
+@pytest.mark.parametrize("sent", STALLED.values(), ids=STALLED.keys())
+def test_a_request_that_never_finishes_arriving_is_answered_408(engine, caplog, sent):
+    with caplog.at_level("INFO"), server_in_thread(engine, ServeSettings(read_timeout=0.5)) as url:
+        status, body, seconds = raw_answer(int(url.rsplit(":", 1)[1]), sent)
+        assert status == 408 and "not sent within 0.5 seconds" in body["error"], body
+        assert 0.4 < seconds < 5, seconds
+        assert post(url, q=SENTENCES[0], source="en", target="de").status_code == 200
+    no_traceback_logged(caplog)
+
+
+def test_the_read_timeout_counts_reading_not_translating_nor_keep_alive(served_model_dir, caplog):
+    """A translation longer than the read timeout is answered; a request sent slowly but within it is answered;
+    on a kept-alive connection the next request's time counts from the previous answer."""
+    import socket
+    import time
+
+    class Slow(TranslationEngine):
+        def translate(self, *args, **kwargs):
+            time.sleep(1.0)
+            return super().translate(*args, **kwargs)
+
+    slow = Slow(served_model_dir, source_lang="en", target_lang="de")
+    settings = ServeSettings(read_timeout=0.6, batching=False)
+    with caplog.at_level("INFO"), server_in_thread(slow, settings) as url:
+        assert post(url, q=SENTENCES[0], source="en", target="de").status_code == 200  # 1 s of translation
+        request = (b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+                   + str(len(GOOD_BODY)).encode() + b"\r\n\r\n" + GOOD_BODY)
+        with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=10) as sock:
+            for round in range(2):  # two requests on one connection, each sent in pieces over 0.3 s
+                for start in range(0, len(request), len(request) // 3 + 1):
+                    sock.sendall(request[start:start + len(request) // 3 + 1])
+                    time.sleep(0.1)
+                answer = b""
+                while b"translatedText" not in answer:
+                    answer += sock.recv(65536)
+                assert answer.startswith(b"HTTP/1.1 200"), answer
+    no_traceback_logged(caplog)
+
+
+def test_one_client_cannot_hold_every_connection(engine, caplog):
+    import socket
+
+    with caplog.at_level("INFO"), server_in_thread(engine, ServeSettings(connections_per_client=3)) as url:
+        port = int(url.rsplit(":", 1)[1])
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+        try:
+            import time
+
+            time.sleep(0.3)  # the server has taken the three
+            status, body, _ = raw_answer(port, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert status == 429 and "at most 3" in body["error"], body
+        finally:
+            for sock in held:
+                sock.close()
+        deadline = time.monotonic() + 10
+        while True:  # the server counts a connection until it has seen it closed
+            answer = httpx.get(f"{url}/health", timeout=10)
+            if answer.status_code == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert answer.status_code == 200, answer.text
+    no_traceback_logged(caplog)
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Work off the event loop
 
 
@@ -297,6 +425,9 @@ def test_sigterm_right_after_requests_arrive_answers_every_one(served_model_dir,
     (["--max-batch-tokens", "1e9"], "--max-batch-tokens '1e9' is not an integer"),
     (["--body-limit", str(1 << 40)], "--body-limit must be from 1 to"),
     (["--workers", "100000"], "--workers must be from 1 to 256"),
+    (["--read-timeout", "0"], "--read-timeout must be from 0.001 to 86400, got 0"),
+    (["--read-timeout", "nan"], "--read-timeout must be from 0.001 to 86400, got nan"),
+    (["--connections-per-client", "-1"], "--connections-per-client must be from 0 to 1e+06, got -1"),
     (["--forwarded-allow-ips", "10.0.0.1,proxy"], "'proxy' is neither"),
     (["--batch-wait-ms", "5000", "--timeout", "2"], "--batch-wait-ms 5000 is not shorter than --timeout 2 s"),
 ])

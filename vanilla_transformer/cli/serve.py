@@ -109,6 +109,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="most bytes of a request body (default %(default)s)")
     limits.add_argument("--timeout", action=checked(in_range(float, 0.001, MOST_SECONDS)), default=defaults.timeout,
                         help="seconds a request may wait for its translation before a 503 (default %(default)g)")
+    limits.add_argument("--read-timeout", action=checked(in_range(float, 0.001, MOST_SECONDS)),
+                        default=defaults.read_timeout,
+                        help="seconds a client may take to send one request, headers and body, before a 408 "
+                             "(default %(default)g)")
+    limits.add_argument("--connections-per-client", action=checked(in_range(int, 0, 10 * MOST_TEXTS)),
+                        default=defaults.connections_per_client,
+                        help="most connections one client address may hold open at once; another gets 429 (0: no "
+                             "limit; no limit behind --forwarded-allow-ips, where every connection is the proxy's; "
+                             "default %(default)s)")
     limits.add_argument("--req-limit", action=checked(in_range(int, 1, 10 * MOST_TEXTS)),
                         help="most /translate requests per minute per client address (default: no limit)")
     limits.add_argument("--api-keys", metavar="FILE", action=checked(existing_file),
@@ -145,7 +154,8 @@ def settings_from_args(args: argparse.Namespace):
                          api_keys=read_api_keys(args.api_keys) if args.api_keys else None,
                          max_batch_tokens=args.max_batch_tokens, batch_wait_ms=args.batch_wait_ms,
                          batching=not args.no_batching, cors=not args.no_cors, log_texts=args.log_texts,
-                         alternatives_limit=args.alternatives_limit)
+                         alternatives_limit=args.alternatives_limit, read_timeout=args.read_timeout,
+                         connections_per_client=args.connections_per_client or None)
 
 
 def check(args: argparse.Namespace) -> None:
@@ -165,7 +175,7 @@ def run(args: argparse.Namespace) -> None:
     check_extra(["fastapi", "sentencex", "uvicorn", "py3langid"], "serve", "Serving")
     from vanilla_transformer.serve.app import create_app
     from vanilla_transformer.serve.engine import TranslationEngine
-    from vanilla_transformer.serve.server import listening_socket, serve
+    from vanilla_transformer.serve.server import connection_limits, listening_socket, serve
     from vanilla_transformer.serve.workers import serve_workers
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -183,7 +193,8 @@ def run(args: argparse.Namespace) -> None:
         serve_workers(options, settings, args.host, args.port, args.workers, graceful_s=args.timeout + 5,
                       forwarded_allow_ips=args.forwarded_allow_ips)
     else:
-        serve(app, args.host, args.port, graceful_s=args.timeout + 5, forwarded_allow_ips=args.forwarded_allow_ips)
+        serve(app, args.host, args.port, graceful_s=args.timeout + 5, forwarded_allow_ips=args.forwarded_allow_ips,
+              limits=connection_limits(settings, args.forwarded_allow_ips))
 
 
 def model_folders(paths: list[str]) -> list[str]:

@@ -140,6 +140,18 @@ def error_response(status: int, message: str, headers: dict | None = None) -> JS
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
+class JSONErrorCORS(CORSMiddleware):
+    """Starlette's CORS middleware, its refusal of a preflight answered `{"error": ...}` as every other error."""
+
+    def preflight_response(self, request_headers):
+        response = super().preflight_response(request_headers)
+        if response.status_code < 400:
+            return response
+        headers = {name: value for name, value in response.headers.items()
+                   if name not in ("content-type", "content-length")}
+        return error_response(response.status_code, bytes(response.body).decode(), headers)
+
+
 class AccessLog:
     """ASGI middleware: one log line and the metrics of each HTTP request (route, status, milliseconds, client,
     and what the route put in `request.state.log`); and the last resort for exceptions no route answered."""
@@ -472,7 +484,7 @@ def create_app(engines, settings: ServeSettings | None = None) -> FastAPI:
         return error_response(error.status_code, str(error.detail), getattr(error, "headers", None))
 
     if settings.cors:
-        app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET", "POST"], allow_headers=["*"])
+        app.add_middleware(JSONErrorCORS, allow_origins=["*"], allow_methods=["GET", "POST"], allow_headers=["*"])
     app.add_middleware(BodyLimit, limit=settings.body_limit)
     app.add_middleware(AccessLog, metrics=metrics)
     return app

@@ -80,11 +80,22 @@ def uvicorn_options(forwarded_allow_ips: str | None = None, graceful_s: float = 
                 forwarded_allow_ips=forwarded_allow_ips or "")
 
 
-def make_server(app, **options):
-    """A `DrainingServer` for `app` with `uvicorn_options(**options)`."""
+def connection_limits(settings, forwarded_allow_ips: str | None = None) -> dict:
+    """`connections.guarded_protocol`'s arguments for `settings` (a `ServeSettings`): no limit of connections per
+    client behind a trusted proxy, whose address every connection would have."""
+    per_client = settings.connections_per_client if forwarded_allow_ips is None else None
+    return dict(read_timeout=settings.read_timeout, per_client=per_client)
+
+
+def make_server(app, limits: dict | None = None, **options):
+    """A `DrainingServer` for `app` with `uvicorn_options(**options)`, its connections under
+    `connections.guarded_protocol(**limits)` (None: the module's defaults)."""
     import uvicorn
 
-    return _draining_server_class()(uvicorn.Config(app, **uvicorn_options(**options)))
+    from vanilla_transformer.serve.connections import guarded_protocol
+
+    config = uvicorn.Config(app, http=guarded_protocol(**(limits or {})), **uvicorn_options(**options))
+    return _draining_server_class()(config)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -103,14 +114,15 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 def serve(app, host: str = "127.0.0.1", port: int = 5000, *, graceful_s: float = 60.0,
-          log_level: str = "info", forwarded_allow_ips: str | None = None) -> list[int]:
+          log_level: str = "info", forwarded_allow_ips: str | None = None, limits: dict | None = None) -> list[int]:
     """Serve `app` until SIGTERM or SIGINT; returns the signals that stopped it (after the in-flight requests were
     answered). Prints "Serving at http://HOST:PORT" once listening (the port is the one bound, for port 0).
     `forwarded_allow_ips`: the proxies whose X-Forwarded-For is trusted (comma-separated addresses or networks,
-    "*" for all; None: none)."""
+    "*" for all; None: none); `limits`: of the connections, as for `make_server`."""
     sock = listening_socket(host, port)
     bound_port = sock.getsockname()[1]
-    server = make_server(app, forwarded_allow_ips=forwarded_allow_ips, graceful_s=graceful_s, log_level=log_level)
+    server = make_server(app, limits, forwarded_allow_ips=forwarded_allow_ips, graceful_s=graceful_s,
+                         log_level=log_level)
     received: list[int] = []
     previous = {sig: signal.signal(sig, lambda sig, frame: received.append(sig)) for sig in STOP_SIGNALS}
     shown = f"[{host}]" if ":" in host else host
@@ -127,4 +139,4 @@ def serve(app, host: str = "127.0.0.1", port: int = 5000, *, graceful_s: float =
     return received
 
 
-__all__ = ["accept_queue_length", "listening_socket", "make_server", "serve", "uvicorn_options"]
+__all__ = ["accept_queue_length", "connection_limits", "listening_socket", "make_server", "serve", "uvicorn_options"]

@@ -20,6 +20,9 @@ class ServeSettings:
     `--alternatives-limit`). frontend_timeout_ms: how long LibreTranslate's web page waits after a keystroke before
     it translates (`frontendTimeout` of /frontend/settings). files_folder: where translated files are kept for
     download (None: a folder of the server's own; the worker processes of `--workers` share one).
+    read_timeout: seconds a client may take to send one request, headers and body (then 408);
+    connections_per_client: most connections one client address may hold open at once (then 429; None: no limit).
+    Both are the server's (`connections.guarded_protocol`), not the app's.
     """
 
     char_limit: int = 5000
@@ -36,3 +39,5 @@ class ServeSettings:
     alternatives_limit: int = 3
     frontend_timeout_ms: int = 500
     files_folder: str | None = None
+    read_timeout: float = 30.0
+    connections_per_client: int | None = 256

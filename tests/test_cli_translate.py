@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -508,3 +509,96 @@ def test_a_ctranslate2_exports_bound_and_n_best_need_no_torch(model_dir, ct2_dir
     model, tokenizer = load_model_and_tokenizer(model_dir, "cpu")
     assert best == translate_hypotheses(model, tokenizer, SENTENCES, 3)
     assert all(len(row) == 3 for row in best) and best[2] == ["", "", ""]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the command as a shell runs it: stdin, pipes, devices and links
+
+
+def console_script(argv, tmp_path, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    """`vanilla-transformer ARGV` in a fresh interpreter through the console script's entry point (which registers
+    nothing before the command asks), with `stdin` and a cache of its own."""
+    from helpers import REPO_ROOT
+
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HOME": str(tmp_path / "hf")}
+    return subprocess.run([sys.executable, "-c", "import sys, vanilla_transformer_cli; "
+                           "vanilla_transformer_cli.main(sys.argv[1:])", *argv], input=stdin, cwd=tmp_path,
+                          capture_output=True, timeout=300, env=env)
+
+
+@pytest.mark.slow  # fresh interpreters
+def test_a_saved_folder_translates_standard_input_through_its_cached_export_without_a_question(model_dir, tmp_path):
+    """A folder saved with remote code (`auto_map`): the plan to export it reads its config with this package's
+    class, so transformers never asks on stdin whether to run the folder's code (which read the sentences of
+    `--input -` as the answer). Oracle: each line translated alone by `generate`, and the engine named."""
+    pytest.importorskip("ctranslate2")
+    assert "auto_map" in json.loads((Path(model_dir) / "config.json").read_text())
+    lines = [num2words(i) for i in range(3, 40, 3)]
+    result = console_script(["translate", "--model", model_dir, "--input", "-", "--num-beams", "1",
+                             "--no-progress"], tmp_path, stdin="\n".join(lines).encode() + b"\n")
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    err = result.stderr.decode()
+    assert "custom code" not in err + result.stdout.decode() and "Translating with CTranslate2" in err, err
+    assert result.stdout.decode().splitlines() == one_at_a_time(model_dir, lines, num_beams=1)
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "link to a file"])
+def test_an_output_that_is_a_device_a_pipe_or_a_link_is_written_into_never_replaced(model_dir, tmp_path, capsys,
+                                                                                    kind):
+    import stat
+    import threading
+
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    expected = one_at_a_time(model_dir, SENTENCES, num_beams=1)
+    output, received = tmp_path / "out", []
+    if kind == "device":
+        os.symlink("/dev/null", output)
+    elif kind == "fifo":
+        os.mkfifo(output)
+        reader = threading.Thread(target=lambda: received.append(output.read_bytes()), daemon=True)
+        reader.start()
+    else:
+        (tmp_path / "target.txt").write_text("the user's old text\n")
+        os.symlink("target.txt", output)
+    code, out, err = run_cli(["translate", "--model", model_dir, "--input", str(source), "--output", str(output),
+                              "--num-beams", "1", "--overwrite", "--no-progress"], capsys)
+    assert code == 0, err
+    if kind == "device":
+        assert os.readlink(output) == "/dev/null" and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    elif kind == "fifo":
+        reader.join(timeout=60)
+        assert stat.S_ISFIFO(os.lstat(output).st_mode)
+        assert received[0].decode().split("\n")[:-1] == expected
+    else:
+        assert os.readlink(output) == "target.txt"  # the link kept, what it points to replaced when whole
+        assert (tmp_path / "target.txt").read_text().split("\n")[:-1] == expected
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(["in.txt", "out"] + (
+        ["target.txt"] if kind == "link to a file" else []))  # no .partial, no record left
+
+
+@pytest.mark.parametrize("kind", ["fifo", "process substitution"])
+def test_an_input_that_is_a_pipe_is_read_once(model_dir, tmp_path, capsys, kind):
+    import threading
+
+    if kind == "fifo":
+        source = tmp_path / "fifo"
+        os.mkfifo(source)
+        writer = threading.Thread(target=lambda: source.write_text("\n".join(SENTENCES) + "\n"), daemon=True)
+        writer.start()
+        name = str(source)
+    else:
+        read_end, write_end = os.pipe()
+        os.write(write_end, ("\n".join(SENTENCES) + "\n").encode())
+        os.close(write_end)
+        name = f"/dev/fd/{read_end}"
+    try:
+        code, out, err = run_cli(["translate", "--model", model_dir, "--input", name, "--output",
+                                  str(tmp_path / "out.txt"), "--num-beams", "1", "--no-progress"], capsys)
+    finally:
+        if kind != "fifo":
+            os.close(read_end)
+    assert code == 0, err
+    assert (tmp_path / "out.txt").read_text().split("\n")[:-1] == one_at_a_time(model_dir, SENTENCES, num_beams=1)
+    code, out, err = run_cli(["translate", "--model", model_dir, "--input", str(tmp_path)], capsys)
+    assert code == 2 and err.strip().splitlines()[-1].endswith(f"--input {tmp_path} is a folder: give a file")

@@ -132,7 +132,12 @@ def _inputs(args: argparse.Namespace) -> list[str | None]:
 
 
 def _resumable(args: argparse.Namespace) -> bool:
-    return bool(args.input and args.input != "-" and args.output)
+    """A run from an --input file into an --output file continues where a killed one stopped; one that reads a pipe
+    (read once: nothing to continue from) or writes into a device or pipe (`--output /dev/stdout`) does not."""
+    from vanilla_transformer.files import is_stream, reads_once
+
+    return bool(args.input and args.input != "-" and args.output and not reads_once(args.input)
+                and not is_stream(args.output))
 
 
 def _record_options(args: argparse.Namespace) -> dict:
@@ -162,6 +167,7 @@ def _check_output(args: argparse.Namespace, output=None) -> int:
     """--output must not replace what this command reads (--input, the --model folder or a place inside it), nor an
     existing file without --overwrite; a resumable one must match its interrupted run's input and options, its
     engine too. Returns the lines an interrupted run did (0 for none)."""
+    from vanilla_transformer.files import is_stream
     from vanilla_transformer.files.errors import OutputError
     from vanilla_transformer.files.paths import check_output_file
 
@@ -175,7 +181,8 @@ def _check_output(args: argparse.Namespace, output=None) -> int:
             except OutputError:
                 _check_engine_of_record(args, output)
                 raise
-        check_output_file(args.output, inputs=_inputs(args), overwrite=args.overwrite)
+        if not is_stream(args.output):  # a device or pipe is written into, replacing nothing
+            check_output_file(args.output, inputs=_inputs(args), overwrite=args.overwrite)
         return 0
     except OutputError as error:
         raise UsageError(str(error)) from None
@@ -275,17 +282,20 @@ def plan_engine(args: argparse.Namespace) -> tuple[str, str | None]:
 
 
 def _not_exportable(folder: str) -> str | None:
-    """Why CTranslate2 cannot express the model of `folder` (read from its config alone), or None."""
-    from transformers import AutoConfig
-
+    """Why CTranslate2 cannot express the model of `folder` (read from its config alone), or None. The config is
+    read by this package's class, never through `AutoConfig`: a folder saved with remote code (`auto_map`) would
+    make transformers ask on stdin whether to run it, reading the sentences of `--input -` as the answer."""
+    from vanilla_transformer.checkpoints.kinds import read_json_object
+    from vanilla_transformer.configuration_vanilla_transformer import VanillaTransformerConfig
     from vanilla_transformer.interop.export_ctranslate2 import ExportError, check_exportable
 
     try:
-        config = AutoConfig.from_pretrained(folder)
-    except (OSError, ValueError) as error:
+        model_type = read_json_object(os.path.join(folder, "config.json")).get("model_type")
+        if model_type != VanillaTransformerConfig.model_type:
+            return f"it holds a {model_type!r} model"
+        config = VanillaTransformerConfig.from_pretrained(folder)
+    except (OSError, ValueError) as error:  # CheckpointError is a ValueError
         return str(error).splitlines()[0]
-    if config.model_type != "vanilla_transformer":
-        return f"it holds a {config.model_type!r} model"
     try:
         check_exportable(config)
     except ExportError as error:
@@ -300,8 +310,13 @@ def check(args: argparse.Namespace) -> None:
         raise UsageError("give sentences as arguments or --input FILE, not both")
     if not args.texts and not args.input:
         raise UsageError("nothing to translate: give sentences as arguments or --input FILE")
-    if args.input and args.input != "-" and not os.path.isfile(args.input):
-        raise UsageError(f"--input file not found: {args.input}")
+    if args.input and args.input != "-":
+        from vanilla_transformer.files import reads_once
+
+        if os.path.isdir(args.input):
+            raise UsageError(f"--input {args.input} is a folder: give a file")
+        if not os.path.isfile(args.input) and not reads_once(args.input):  # a pipe (<(zcat a.gz), a FIFO) is read once
+            raise UsageError(f"--input file not found: {args.input}")
     if args.max_new_tokens is not None and (args.max_length_a is not None or args.max_length_b is not None):
         raise UsageError("give --max-new-tokens (one length for all) or --max-length-a / --max-length-b (a length "
                          "from the source's), not both")

@@ -55,7 +55,7 @@ class ResumableOutput:
 
     def __init__(self, path, *, source, options: dict, overwrite: bool = False, inputs=(), what: str = "--output"):
         self.shown = os.fspath(path)
-        self.path = os.path.abspath(self.shown)
+        self.path = os.path.realpath(self.shown)  # a link's target is replaced when whole, the link kept
         self.partial = self.path + PARTIAL_SUFFIX
         self.record_path = self.path + PROGRESS_SUFFIX
         self.source = os.fspath(source)

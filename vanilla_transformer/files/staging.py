@@ -19,6 +19,7 @@ import errno
 import fnmatch
 import os
 import shutil
+import stat
 import sys
 
 from vanilla_transformer.files.manifest import HELD_BY, record_entries, record_pending, write_manifest
@@ -183,22 +184,37 @@ def staged_folder(target, *, overwrite: bool = False, inputs=(), overwrite_flag:
         shutil.rmtree(holder, ignore_errors=True)
 
 
+def is_stream(path) -> bool:
+    """Is `path` an existing device, FIFO or socket, or a link to one (/dev/null, /dev/stdout, a named pipe)? Such
+    an output is written into, never staged and renamed over: that would put a regular file in its place."""
+    try:
+        mode = os.stat(os.fspath(path)).st_mode
+    except (OSError, ValueError):
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
 @contextlib.contextmanager
 def staged_file(path, *, inputs=(), what: str = "--output", overwrite: bool = False,
                 overwrite_flag: str = "--overwrite", encoding: str | None = "utf-8"):
     """Write a file so that `path` is always either its old whole content or the new whole content: checks it
     (`check_output_file`: an existing file only with `overwrite`), yields a file object open for writing
     `.NAME.staging-PID` beside it (text with `encoding`, bytes when `encoding` is None; mode 0666 less the umask, as
-    `open` makes files), and when the body finishes, flushes it to disk and renames it over `path`. When the body
+    `open` makes files), and when the body finishes, flushes it to disk and renames it over `path` (over the file a
+    link at `path` points to, the link kept); a device or pipe (`is_stream`) is written into directly. When the body
     raises or the process is killed, `path` is untouched and the staging file is removed (now, or by the next
     `staged_file` of NAME). A full disk or an unwritable folder is an `OutputError` naming the file.
 
         with staged_file(args.output, overwrite=args.overwrite) as f:
             f.writelines(line + "\\n" for line in translations)
     """
-    check_output_file(path, inputs=inputs, what=what, overwrite=overwrite, overwrite_flag=overwrite_flag)
     shown = os.fspath(path)
-    path = os.path.abspath(shown)
+    if is_stream(shown):  # a device or a pipe is written into as it goes: renaming over it would replace it
+        with writing_errors(shown), open(shown, "w" if encoding else "wb", encoding=encoding) as f:
+            yield f
+        return
+    check_output_file(path, inputs=inputs, what=what, overwrite=overwrite, overwrite_flag=overwrite_flag)
+    path = os.path.realpath(shown)  # a link's target is replaced, the link kept
     parent, name = os.path.split(path)
     staging = os.path.join(parent, staging_name(name))
     try:
@@ -284,5 +300,5 @@ def fsync_folder(folder) -> None:
 
 
 __all__ = ["WEIGHT_FILES", "apply_umask", "clean_stale_staging", "commit_files", "current_umask", "fsync_folder",
-           "fsync_tree", "has_model", "install_folder", "is_weight_file", "pid_alive", "staged_file",
+           "fsync_tree", "has_model", "install_folder", "is_stream", "is_weight_file", "pid_alive", "staged_file",
            "staged_folder", "staging_name"]

@@ -49,6 +49,9 @@ LOCAL_IMPORTS_ALLOWED = {
     "vanilla_transformer.checkpoints.kinds": {"vanilla_transformer.checkpoints.classes"},
     "vanilla_transformer.checkpoints.load": {"vanilla_transformer.checkpoints.pytorch"},
     "vanilla_transformer.translate": {"vanilla_transformer.translate.pytorch"},
+    # the connections' protocol subclasses uvicorn's (the serve extra), imported where a server is made
+    "vanilla_transformer.serve.server": {"vanilla_transformer.serve.connections"},
+    "vanilla_transformer.serve.workers": {"vanilla_transformer.serve.connections"},
 }
 MAX_ROOT_MODULES = 10
 MAX_FUNCTION_LINES = 100

@@ -265,6 +265,30 @@ def test_a_pair_too_long_once_changed_or_with_an_unknown_character_stays_as_it_w
     assert _texts(lower, _collator(lower, "upper=1", max_length=256)(lower_pairs)) == list(zip(ENGLISH, GERMAN))
 
 
+@pytest.mark.parametrize("spec", ["upper=1", "title=1", "typos=1"])
+def test_a_tagged_source_keeps_its_tag_first_and_unchanged(spec):
+    """--train_tags puts the tag before a tagged corpus's sources as a special token of its own; a changed pair keeps
+    it as its first token, and its text (lower-case here, which upper- or title-casing would change) as it is."""
+    tokenizer = cased_tokenizer()
+    tokenizer.add_special_tokens({"extra_special_tokens": ["<bt>"]})
+    tag = tokenizer.convert_tokens_to_ids("<bt>")
+    tagged = [{**pair, "input_ids": [tag] + pair["input_ids"], "attention_mask": [1] + pair["attention_mask"]}
+              for pair in _pairs(tokenizer)]
+    case = {"upper=1": str.upper, "title=1": title_case, "typos=1": None}[spec]
+    changed = 0
+    for seed in range(3):
+        batch = _collator(tokenizer, spec, seed=seed)(tagged)
+        rows = [row[row != tokenizer.pad_token_id].tolist() for row in batch["input_ids"]]
+        for row, pair, english in zip(rows, tagged, ENGLISH):
+            assert row[0] == tag and row.count(tag) == 1
+            text = tokenizer.decode(row[1:], skip_special_tokens=True)
+            assert row == [tag] + tokenizer(text)["input_ids"]  # the changed sentence tokenized alone, after the tag
+            if case is not None:
+                assert text == case(english)
+            changed += row != pair["input_ids"]
+    assert changed >= len(tagged)  # the pairs were changed, not kept as they were
+
+
 def test_streamed_batches_are_augmented_alike_when_the_stream_is_read_again(tmp_path):
     tokenizer = cased_tokenizer()
     (tmp_path / "train.en").write_text("\n".join(ENGLISH * 20) + "\n", encoding="utf-8")

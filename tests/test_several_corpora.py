@@ -1,15 +1,18 @@
 """Training on several corpora of text files (`--train_source a.en bt.en --train_target a.de bt.de`, with
 `--train_weights` and `--train_tags`): training/text_corpus.py (`Corpora`, `weighted_rows`,
-`corpora_training_set`), training/build.py (`with_tags`), the card's table of corpora.
+`corpora_training_set`, `check_tags_absent`), training/build.py (`with_tags`), training/arguments.py
+(`check_training_corpora`), the card's table of corpora (training/summary.py, `distinct_names`).
 
 Oracles: pairs planted per cleaning rule and counted by construction, the pairs written to the files (decoded back
 from the training set's token ids), the tokenizer's own tokenization of a tagged sentence, the cache's files and
-their modification times, the tokenizer calls counted while a run tokenizes, and the single-corpus code path.
+their modification times, the tokenizer calls counted while a run tokenizes, the single-corpus code path, the
+weights' rows as their definition makes them (copies sorted) and numpy's allocations as tracemalloc counts them.
 """
 
 import json
 import os
 import random
+import tracemalloc
 from collections import Counter
 
 import numpy as np
@@ -18,8 +21,10 @@ from test_corpora import TINY, CountTokenizerCalls, _words, distinct_pairs, writ
 
 from vanilla_transformer.cli.main import main as cli_main
 from vanilla_transformer.cli.options import UsageError
+from vanilla_transformer.training import text_corpus
 from vanilla_transformer.training.arguments import parse_arguments
 from vanilla_transformer.training.batching import TokenBudgetBatchSampler
+from vanilla_transformer.training.summary import distinct_names
 from vanilla_transformer.training.text_corpus import (
     Corpora,
     TextCorpus,
@@ -91,6 +96,33 @@ def test_weights_draw_whole_copies_and_a_seeded_share_without_replacement(seed):
     one_and_a_half = Counter(weighted_rows(count, 1.5, seed, 0).tolist())
     assert sorted(one_and_a_half.values()) == [1] * 50 + [2] * 51 and set(one_and_a_half) == set(range(count))
     assert len(weighted_rows(count, 0.001, seed, 0)) == 0  # 0.1 pairs round to none
+
+
+def _tiled_rows(count, weight, seed, corpus_index):
+    """The rows of `weighted_rows` as its definition says them: every row int(weight) times and the seeded extra
+    ones, sorted (copies of every row, then a sort: several times the memory of the result)."""
+    whole = int(weight)
+    rows = [np.tile(np.arange(count, dtype=np.int64), whole)]
+    extra = int((weight - whole) * count + 0.5)
+    if extra:
+        rows.append(np.sort(np.random.default_rng([seed, corpus_index]).choice(count, size=extra, replace=False)))
+    return np.sort(np.concatenate(rows), kind="stable")
+
+
+def test_weights_draw_the_defined_rows_in_the_memory_of_the_rows_alone():
+    rng = np.random.default_rng(4)
+    for count, weight in [(0, 2.5), (1, 0.5), (101, 1.0), (101, 3.25), *[(int(rng.integers(1, 500)),
+                                                                      float(rng.uniform(0.01, 9))) for _ in range(20)]]:
+        for seed, corpus_index in ((0, 0), (7, 2)):
+            rows = weighted_rows(count, weight, seed, corpus_index)
+            assert rows.dtype == np.int64 and np.array_equal(rows, _tiled_rows(count, weight, seed, corpus_index))
+    tracemalloc.start()  # numpy reports its allocations to tracemalloc
+    try:
+        rows = weighted_rows(1000, 2000.5, 0, 0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(rows) == 2_000_500 and peak < 1.1 * rows.nbytes  # no copy of the rows beside them
 
 
 def test_the_run_trains_on_the_exact_multiset_the_weights_give(tmp_path):
@@ -205,6 +237,34 @@ def test_counts_per_corpus_with_planted_bad_pairs_in_the_results_and_the_card(tm
     assert "**training pairs**: 180" in card and "**data**: text files train.en / train.de, bt.en / bt.de" in card
 
 
+def test_distinct_names_are_the_shortest_endings_no_other_path_has(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cases = [
+        (["data/train.en", "bt/bt.en"], ["train.en", "bt.en"]),  # names that differ: the names alone
+        (["d/x/a.en", "d/y/a.en"], ["x/a.en", "y/a.en"]),
+        (["p/a/t.en", "q/a/t.en", "q/b/t.en"], ["p/a/t.en", "q/a/t.en", "b/t.en"]),
+        (["d/a.en", "./d/a.en", "e/a.en"], ["d/a.en", "d/a.en", "e/a.en"]),  # one file serving two corpora
+        (["a.en", str(tmp_path / "d" / "a.en")], [f"{tmp_path.name}/a.en", "d/a.en"]),  # relative or absolute
+    ]
+    for paths, names in cases:
+        assert distinct_names(paths) == names
+
+
+def test_the_card_tells_apart_corpora_whose_files_have_the_same_names(tmp_path):
+    pairs = distinct_pairs(100, seed=12)
+    (tmp_path / "d" / "x").mkdir(parents=True)
+    (tmp_path / "d" / "y").mkdir()
+    files = [tuple(write_pairs(tmp_path / "d" / "x", pairs[:60])), tuple(write_pairs(tmp_path / "d" / "y",
+                                                                                        pairs[60:]))]
+    out = tmp_path / "out"
+    train_main(corpora_args(files, out, tmp_path / "cache", "--max_steps", "1", "--train_weights", "1", "2"))
+    card = (out / "README.md").read_text()
+    assert "| x/train.en / x/train.de | 60 | none | 60 | 1 | 60 |  |" in card
+    assert "| y/train.en / y/train.de | 40 | none | 40 | 2 | 80 |  |" in card
+    assert "**data**: text files x/train.en / x/train.de, y/train.en / y/train.de" in card
+    assert str(tmp_path) not in card
+
+
 def test_adding_a_corpus_reuses_the_first_corpus_cache(tmp_path, monkeypatch, capsys):
     (first, second), files = two_corpora(tmp_path)
     tokenizer, folder = saved_tokenizer(tmp_path, first + second)
@@ -258,6 +318,8 @@ def test_options_that_do_not_go_together_are_one_usage_line(tmp_path, capsys):
     (_, _), files = two_corpora(tmp_path)
     out, cache = tmp_path / "out", tmp_path / "cache"
     (a_en, a_de), (b_en, b_de) = files
+    linked_de = str(tmp_path / "b" / "linked.de")  # a hard link: another name of the same file
+    os.link(a_de, linked_de)
     base = [*TINY, "--output_dir", str(out), "--data_cache_dir", str(cache), "--max_steps", "1"]
     cases = [
         (["--train_source", a_en, b_en, "--train_target", a_de], "gives 2 files but --train_target 1"),
@@ -275,6 +337,9 @@ def test_options_that_do_not_go_together_are_one_usage_line(tmp_path, capsys):
         (["--train_source", a_en, b_en, "--train_target", a_de, os.path.relpath(a_de)], f"twice (as {a_de})"),
         (["--train_source", a_en, b_en, "--train_target", a_de, a_en], f"name {a_en} twice"),
         (["--train_source", a_en, b_en, "--train_target", b_en, b_de], f"name {b_en} twice"),
+        (["--train_source", a_en, b_en, "--train_target", a_de, linked_de], f"name {linked_de} twice (as {a_de})"),
+        (["--train_source", a_en, os.path.join(os.path.dirname(a_en), "..", "a", os.path.basename(a_en)),
+          "--train_target", a_de, linked_de], f"twice (as {a_en})"),  # a source twice, with the same target
     ]
     for options, expected in cases:
         code, _ = _usage_error([*base, *options])
@@ -297,6 +362,71 @@ def test_a_weight_that_would_draw_more_pairs_than_an_epoch_holds_is_one_line(tmp
     with pytest.raises(UsageError, match=r"--train_weights 1e\+08 draws 4,000,000,000 pairs of .*bt.en per epoch"):
         train_main(corpora_args(files, out, tmp_path / "cache", "--max_steps", "1", "--train_weights", "1", "1e8"))
     assert not out.exists()
+
+
+def test_a_weight_whose_epoch_exceeds_the_memory_is_one_line(tmp_path, monkeypatch, capsys):
+    """The epoch's rows and batches take about BYTES_PER_DRAWN_PAIR a pair: more than the process may hold is one
+    usage line once the pairs are counted, never numpy's MemoryError; so is memory that runs out all the same."""
+    (first, second), files = two_corpora(tmp_path)
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    # 60 + 40 * 1000 pairs: about 1.5 MiB of rows and batches
+    monkeypatch.setattr(text_corpus, "memory_limit", lambda: 1 << 20)
+    code, _ = _usage_error(corpora_args(files, out, cache, "--max_steps", "1", "--train_weights", "1", "1000"))
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2 and "Traceback" not in "\n".join(lines)
+    assert lines[-1].startswith("vanilla-transformer train: error: --train_weights 1000 draws 40,000 pairs of ")
+    assert "bt.en per epoch, more than this process's memory holds" in lines[-1]
+    assert "for the epoch's 40,060 pairs" in lines[-1]  # the first corpus's pairs count too
+    assert not out.exists()
+    monkeypatch.setattr(text_corpus, "memory_limit", lambda: None)
+
+    def out_of_memory(*args):
+        raise MemoryError("Unable to allocate")
+
+    monkeypatch.setattr(text_corpus, "weighted_rows", out_of_memory)
+    code, _ = _usage_error(corpora_args(files, out, cache, "--max_steps", "1", "--train_weights", "1", "1000"))
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2 and "Traceback" not in "\n".join(lines) and "more than the memory left holds" in lines[-1]
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("tag", ["the", "BT", "<bt", "bt>", "2", "__x1", "ü"])
+def test_a_tag_that_could_be_part_of_a_word_is_one_usage_line(tmp_path, capsys, tag):
+    (_, _), files = two_corpora(tmp_path)
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    code, _ = _usage_error(corpora_args(files, out, cache, "--max_steps", "1", "--train_tags", "none", tag))
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2 and lines[-1] == ("vanilla-transformer train: error: --train_tags: a tag starts and ends with a "
+                                       "character other than a letter or digit, so that it is never part of a word "
+                                       f"(e.g. <BT> or >>bt<<), got {tag!r}")
+    assert not out.exists() and not cache.exists()  # refused before anything is read
+
+
+@pytest.mark.parametrize("side", [0, 1])
+def test_a_tag_that_a_training_line_holds_is_one_usage_line_naming_the_file_and_line(tmp_path, capsys, side):
+    """Any corpus, either side, inside a word too: the tokenizer would read the tag there. Checked on cached pairs
+    too (the first run read the corpora without the tag), before the tokenizer is trained."""
+    pairs = distinct_pairs(100, seed=8)
+    first, second = pairs[:60], pairs[60:]
+    line = 17
+    planted = list(first[line - 1])
+    planted[side] = planted[side].replace(" ", " x>>bt<<y ", 1)
+    first[line - 1] = tuple(planted)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    files = [tuple(write_pairs(tmp_path / "a", first)), tuple(write_pairs(tmp_path / "b", second, name="bt"))]
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    tokenizer, folder = saved_tokenizer(tmp_path, pairs)
+    training_set(corpora_args(files, out, cache, "--tokenizer_name", folder), tokenizer)  # cached without tags
+    capsys.readouterr()
+    code, _ = _usage_error(corpora_args(files, out, cache, "--max_steps", "1", "--train_tags", "none", ">>bt<<"))
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert code == 2 and "Traceback" not in captured.err
+    assert lines[-1] == (f"vanilla-transformer train: error: --train_tags >>bt<<: line {line} of {files[0][side]} "
+                         "holds it, and the tokenizer would read it there as the tag; choose a tag that no training "
+                         "line holds.")
+    assert "Trained the BPE tokenizer" not in captured.out and not out.exists()
 
 
 @pytest.mark.parametrize("tag", ["</s>", "<pad>"])

@@ -6,6 +6,7 @@ is ours (`manifest.check_replaceable`). Each refusal is an `OutputError` whose m
 """
 
 import os
+import stat
 
 from vanilla_transformer.files.errors import OutputError
 from vanilla_transformer.files.manifest import check_replaceable
@@ -14,6 +15,16 @@ from vanilla_transformer.files.manifest import check_replaceable
 def real_path(path) -> str:
     """`path` absolute, with symbolic links resolved."""
     return os.path.realpath(os.path.abspath(os.fspath(path)))
+
+
+def file_key(path):
+    """What tells files apart: an existing regular file's (device, inode), which every name of it shares (hard links
+    and symbolic links alike); for anything else (a name not there yet, a device, a pipe) its `real_path`."""
+    try:
+        status = os.stat(path)
+    except (OSError, ValueError):
+        return real_path(path)
+    return (status.st_dev, status.st_ino) if stat.S_ISREG(status.st_mode) else real_path(path)
 
 
 def _within(path: str, folder: str) -> bool:

@@ -24,6 +24,7 @@ from transformers import AutoConfig, HfArgumentParser
 
 from vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer.cli.options import UsageError
+from vanilla_transformer.files.paths import file_key
 from vanilla_transformer.training.augmentation import parse_augment
 from vanilla_transformer.training.budget import PLACEHOLDER_MAX_STEPS, SCHEDULES
 from vanilla_transformer.training.option_table import (
@@ -68,7 +69,9 @@ class DataArguments:
     train_tags: list[str] | None = field(default=None, metadata={
         "help": "With several corpora: a token put before the source sentences of each corpus (tagged back-"
                 "translation, Caswell et al. 2019), one per corpus, '' or 'none' for none: e.g. --train_tags none "
-                "'<BT>'. Each tag is one special token of the trained BPE vocabulary."})
+                "'<BT>'. Each tag is one special token of the trained BPE vocabulary, read as the tag wherever it "
+                "occurs: it starts and ends with a character other than a letter or digit (e.g. <BT>, >>bt<<), and no "
+                "line of the training files may hold it."})
     validation_source: str | None = field(default=None, metadata={"help": "Validation source sentences."})
     validation_target: str | None = field(default=None, metadata={"help": "Validation references."})
     test_source: str | None = field(default=None, metadata={"help": "Test source sentences (BLEU for the card)."})
@@ -162,7 +165,8 @@ class DataArguments:
 def check_training_corpora(data_args) -> None:
     """ValueError (one line, a usage error) for training corpora that do not go together: different numbers of
     source and target files, weights or tags that are not one per corpus, a weight that is not a positive finite
-    number, a tag with a space, the same file twice (a source file may serve corpora with different targets)."""
+    number, a tag with a space or with a letter or digit at either end, the same file twice under any names
+    (`file_key`: symbolic and hard links too; a source file may serve corpora with different targets)."""
     sources = data_args.train_source if isinstance(data_args.train_source, list) else [data_args.train_source]
     targets = data_args.train_target if isinstance(data_args.train_target, list) else [data_args.train_target]
     sources, targets = [path for path in sources if path is not None], [path for path in targets if path is not None]
@@ -177,17 +181,23 @@ def check_training_corpora(data_args) -> None:
         if not (math.isfinite(weight) and weight > 0):
             raise ValueError(f"--train_weights must be positive numbers, got {weight:g}")
     for tag in data_args.train_tags or ():
-        if tag.split() != [tag] and tag not in ("", "none"):
+        if tag in ("", "none"):
+            continue
+        if tag.split() != [tag]:
             raise ValueError(f"--train_tags: a tag is one token without spaces, got {tag!r}")
+        # the tokenizer reads a tag wherever its characters occur, inside words too: markup never part of a word
+        if tag[0].isalnum() or tag[-1].isalnum():
+            raise ValueError(f"--train_tags: a tag starts and ends with a character other than a letter or digit, "
+                             f"so that it is never part of a word (e.g. <BT> or >>bt<<), got {tag!r}")
     # A source file may be shared by corpora with different targets (a distilled and an original translation of
     # it); a target file, or a file on both sides, is one corpus's.
     seen = {}
     for side, paths in (("source", sources), ("target", targets)) if len(sources) == len(targets) else ():
         for index, path in enumerate(paths):
-            real = os.path.realpath(path)
+            real = file_key(path)
             earlier = seen.get(real)
             if earlier is not None and (side == "target" or earlier[0] == "target"
-                                        or os.path.realpath(targets[earlier[1]]) == os.path.realpath(targets[index])):
+                                        or file_key(targets[earlier[1]]) == file_key(targets[index])):
                 raise ValueError(f"--train_source/--train_target name {path} twice"
                                  f"{f' (as {earlier[2]})' if earlier[2] != path else ''}; give each corpus once (to "
                                  "draw a corpus more often, give it a --train_weights).")

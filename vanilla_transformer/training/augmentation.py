@@ -18,8 +18,9 @@ The option is one string of `NAME=PROBABILITY` items, as Trainer's `--optim_args
 Where it happens. The token caches and the stream hold token ids, so `AugmentingCollator` wraps the run's collator:
 for the pairs it changes it decodes their ids into text (`tokenizer.decode`; the run's BPE vocabulary decodes to
 its normalised text exactly), changes the text and tokenizes it again, truncated as the training pairs are; every
-other pair goes through untouched. One place serves the cached corpus, `--streaming`, datasets in memory and
-BPE-dropout alike, and only the changed pairs pay for decoding and tokenizing.
+other pair goes through untouched. A `--train_tags` tag (a special token without a role, first in its source) stays
+the source's first token, outside the text that is changed. One place serves the cached corpus, `--streaming`,
+datasets in memory and BPE-dropout alike, and only the changed pairs pay for decoding and tokenizing.
 
 Per batch. Upper- and title-casing are drawn once per batch (a batch is upper-cased with probability `upper`, so
 a pair is, too): an upper-cased sentence is several times as many tokens with a vocabulary trained on normal text
@@ -172,6 +173,9 @@ class AugmentingCollator:
         self.probabilities = {name: probabilities.get(name, 0.0) for name in MODIFIERS}
         self.seed, self.epoch = seed, 0
         self.max_source_length, self.max_target_length = max_source_length, max_target_length
+        # the --train_tags tokens: special tokens without a role, put first in a tagged corpus's sources
+        roles = {getattr(tokenizer, f"{name}_token_id", None) for name in ("pad", "bos", "eos", "unk")}
+        self.tag_ids = set(tokenizer.all_special_ids) - roles
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -217,7 +221,11 @@ class AugmentingCollator:
                    if unknown is None or (unknown not in features[i]["input_ids"] and unknown not in features[i]["labels"])]
         features = list(features)
         if indices:
-            sources = self.tokenizer.batch_decode([features[i]["input_ids"] for i in indices], skip_special_tokens=True)
+            # a source's tag is kept as its first token, outside the text that is changed and tokenized again
+            tags = [list(features[i]["input_ids"][:1]) for i in indices]
+            tags = [tag if tag and tag[0] in self.tag_ids else [] for tag in tags]
+            sources = self.tokenizer.batch_decode([features[i]["input_ids"][len(tag):] for i, tag in zip(indices, tags)],
+                                                  skip_special_tokens=True)
             targets = self.tokenizer.batch_decode([features[i]["labels"] for i in indices], skip_special_tokens=True)
             for k, i in enumerate(indices):
                 case = upper_case if draws.upper else title_case if draws.title else None
@@ -226,6 +234,7 @@ class AugmentingCollator:
                 if draws.typos[i]:
                     sources[k] = typos(sources[k], random.Random(int(draws.seeds[i, 0])))
             for k, (source_ids, target_ids) in enumerate(zip(self.encode_source(sources), self.encode_target(targets))):
+                source_ids = tags[k] + source_ids
                 if (len(source_ids) <= self.max_source_length and len(target_ids) <= self.max_target_length
                         and (unknown is None or (unknown not in source_ids and unknown not in target_ids))):
                     features[indices[k]] = self.feature(features[indices[k]], source_ids, target_ids)

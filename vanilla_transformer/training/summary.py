@@ -31,6 +31,29 @@ class RunState:
                     examples=self.examples, metrics=self.metrics, training_summary=self.training_summary)
 
 
+def distinct_names(paths: list[str]) -> list[str]:
+    """Each path's shortest ending (its file name, then with its folders from the nearest up) that no other of
+    `paths` ends with: the card tells d/x/a.en and d/y/a.en apart as x/a.en and y/a.en, and names files whose names
+    differ by their names alone, without the folders of the machine that trained."""
+    parts = [os.path.normpath(os.path.abspath(path)).split(os.sep) for path in paths]
+    names = []
+    for mine in parts:
+        others = [theirs for theirs in parts if theirs != mine]  # a file given twice is one name
+        depth = 1
+        while depth < len(mine) and any(theirs[-depth:] == mine[-depth:] for theirs in others):
+            depth += 1
+        names.append("/".join(mine[-depth:]))
+    return names
+
+
+def corpus_names(data_args) -> list[str]:
+    """'source / target' for each training corpus, told apart by `distinct_names`."""
+    corpora = training_corpora(data_args)
+    sources = distinct_names([source for source, *_ in corpora])
+    targets = distinct_names([target for _, target, *_ in corpora])
+    return [f"{source} / {target}" for source, target in zip(sources, targets)]
+
+
 def training_summary(context, *, training_pairs: int | str, metrics: dict) -> dict:
     """The "Training" table of the model card of the run `context` (`context.RunContext`, trained): recipe, data,
     batch, optimizer, schedule, averaging, time."""
@@ -44,8 +67,7 @@ def training_summary(context, *, training_pairs: int | str, metrics: dict) -> di
         "preset": data_args.preset,
         "data": (f"{data_args.dataset_name} {data_args.dataset_config_name or ''} (Hugging Face datasets)"
                  if data_args.dataset_name else
-                 "text files " + ", ".join(f"{os.path.basename(source)} / {os.path.basename(target)}"
-                                           for source, target, *_ in training_corpora(data_args))
+                 "text files " + ", ".join(corpus_names(data_args))
                  if data_args.train_source else
                  f"number words generated with num2words, {state.source_lang} -> {state.target_lang}"),
         "training pairs": training_pairs,
@@ -78,12 +100,13 @@ def training_summary(context, *, training_pairs: int | str, metrics: dict) -> di
             and not data_args.no_clean else "none (--no_clean)")
         if isinstance(corpus, Corpora):  # the card's table of corpora
             summary["corpora"] = [{
-                "corpus": f"{os.path.basename(part.source)} / {os.path.basename(part.target)}",
+                "corpus": name,  # told apart by their files' shortest distinct endings
                 "pairs read": part.pairs_read,
                 "cleaned away": ", ".join(f"{rule.replace('_', ' ')} {count:,}" for rule, count in part.cleaning.items()
                                           if count) or "none",
                 "pairs used": part.pairs_used, "weight": f"{part.weight:g}", "pairs per epoch": part.pairs_drawn,
-                "tag": f"`{part.tag}`" if part.tag else ""} for part in corpus.parts]
+                "tag": f"`{part.tag}`" if part.tag else ""}
+                for part, name in zip(corpus.parts, corpus_names(data_args))]
         if corpus.tokenizer_sample:
             summary["tokenizer"] = f"BPE vocabulary trained on {corpus.tokenizer_sample}"
     if data_args.augment and any(parse_augment(data_args.augment).values()):

@@ -9,12 +9,14 @@ Under torchrun / accelerate launch the main process of each machine reads and to
 import hashlib
 import json
 import os
+import resource
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import datasets
 import numpy as np
+import pyarrow.compute as pc
 from transformers import AutoTokenizer
 
 from vanilla_transformer.cli.options import UsageError
@@ -144,6 +146,29 @@ class Corpora:
 
 # pairs per epoch of one corpus after its weight: past this, the indices of one epoch alone take over 16 GiB
 MAX_DRAWN_PAIRS = 2**31
+# memory an epoch takes per pair it draws: its row (8 bytes), the dataset's index of it (8), its two lengths (8) and
+# the token-budget sampler's arrays over them (about 16 more at their peak, measured with tracemalloc)
+BYTES_PER_DRAWN_PAIR = 40
+
+
+def memory_limit() -> int | None:
+    """The bytes this process may hold: the machine's memory, or less where the address space or data segment is
+    limited (`ulimit -v`, `ulimit -d`) or the cgroup's memory.max says so; None where none of them is known."""
+    limits = []
+    try:
+        limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError):
+        pass
+    for which in (resource.RLIMIT_AS, resource.RLIMIT_DATA):
+        soft = resource.getrlimit(which)[0]
+        if soft != resource.RLIM_INFINITY:
+            limits.append(soft)
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as f:
+            limits.append(int(f.read().strip()))
+    except (OSError, ValueError):  # no cgroup v2 file, or "max"
+        pass
+    return min(limits) if limits else None
 
 
 def weighted_rows(count: int, weight: float, seed: int, corpus_index: int) -> np.ndarray:
@@ -151,12 +176,12 @@ def weighted_rows(count: int, weight: float, seed: int, corpus_index: int) -> np
     int(weight) times, then round(fraction * count) rows more (fraction = weight - int(weight)), chosen without
     replacement by numpy's generator seeded with (seed, corpus_index): the same rows for the same seed, ascending."""
     whole, fraction = int(weight), weight - int(weight)
-    rows = [np.tile(np.arange(count, dtype=np.int64), whole)]
+    times = np.full(count, whole, dtype=np.int64)  # how often each row is drawn
     extra = int(fraction * count + 0.5)
     if extra:
-        chosen = np.random.default_rng([seed, corpus_index]).choice(count, size=extra, replace=False)
-        rows.append(np.sort(chosen).astype(np.int64))
-    return np.sort(np.concatenate(rows), kind="stable")
+        times[np.random.default_rng([seed, corpus_index]).choice(count, size=extra, replace=False)] += 1
+    # made in one step, ascending, at 8 bytes per drawn row: the rows alone, no copies of them to sort
+    return np.repeat(np.arange(count, dtype=np.int64), times)
 
 
 def _process_log(training_args):
@@ -200,7 +225,23 @@ def open_training_corpora(data_args, training_args) -> "TextCorpus | Corpora":
         part = open_text_corpus(data_args, training_args, source, target)
         part.weight, part.tag = weight, tag
         parts.append(part)
+    check_tags_absent(parts, [tag for *_, tag in corpora if tag is not None])
     return Corpora(parts)
+
+
+def check_tags_absent(parts: list[TextCorpus], tags: list[str]) -> None:
+    """No line of any corpus, on either side, holds a tag: the tokenizer reads a tag's characters as the tag wherever
+    they occur. One `UsageError` line naming the first file and line that does; checked on the cached pairs (Arrow's
+    substring search over the memory-mapped columns, before the tokenizer is trained), so a cached corpus is checked
+    against a new tag too."""
+    for part in parts if tags else ():
+        table = part.pairs.with_format("arrow", columns=["source", "target"])[:]  # the lines as read, one row each
+        for side, path in (("source", part.source), ("target", part.target)):
+            for tag in tags:
+                row = pc.index(pc.match_substring(table.column(side), tag), True).as_py()
+                if row >= 0:
+                    raise UsageError(f"--train_tags {tag}: line {row + 1:,} of {path} holds it, and the tokenizer "
+                                     "would read it there as the tag; choose a tag that no training line holds.")
 
 
 def open_text_corpus(data_args, training_args, source: str | None = None, target: str | None = None) -> TextCorpus:
@@ -332,16 +373,28 @@ def corpora_training_set(corpora: Corpora, tokenizer, data_args, training_args):
     drawn as its weight says (`weighted_rows`, with --seed), one after the other; their (source, target) lengths).
     The rows are an indices mapping over each corpus's cached Arrow file: nothing is copied."""
     parts, sources, targets = [], [], []
+    drawn, limit = 0, memory_limit()
     for index, corpus in enumerate(corpora.parts):
         tokenized, (source, target) = cached_training_set(corpus, tokenizer, data_args, training_args, False)
-        if len(tokenized) * corpus.weight >= MAX_DRAWN_PAIRS:  # before numpy is asked for the indices
-            raise UsageError(f"--train_weights {corpus.weight:g} draws {len(tokenized) * corpus.weight:,.0f} pairs "
-                             f"of {corpus.source} per epoch, more than the {MAX_DRAWN_PAIRS:,} one epoch may hold "
-                             "(8 bytes of index each); give it a smaller weight.")
-        rows = weighted_rows(len(tokenized), corpus.weight, training_args.seed, index)
-        corpus.pairs_drawn = len(rows)
-        if len(rows) != len(tokenized) or not np.array_equal(rows, np.arange(len(rows))):
-            tokenized, (source, target) = select_kept(tokenized, rows, (source, target))
+        pairs = len(tokenized) * corpus.weight
+        too_many = (f"--train_weights {corpus.weight:g} draws {pairs:,.0f} pairs of {corpus.source} per epoch, more "
+                    "than")
+        if pairs >= MAX_DRAWN_PAIRS:  # before numpy is asked for the indices
+            raise UsageError(f"{too_many} the {MAX_DRAWN_PAIRS:,} one epoch may hold (8 bytes of index each); give "
+                             "it a smaller weight.")
+        drawn += pairs  # the epoch holds every corpus's pairs: the ones before this one too
+        if limit is not None and drawn * BYTES_PER_DRAWN_PAIR > limit:
+            raise UsageError(f"{too_many} this process's memory holds ({drawn * BYTES_PER_DRAWN_PAIR / 2**30:,.1f} "
+                             f"GiB for the epoch's {drawn:,.0f} pairs, {limit / 2**30:,.1f} GiB allowed); give it a "
+                             "smaller weight.")
+        try:
+            rows = weighted_rows(len(tokenized), corpus.weight, training_args.seed, index)
+            corpus.pairs_drawn = len(rows)
+            if len(rows) != len(tokenized) or not np.array_equal(rows, np.arange(len(rows))):
+                tokenized, (source, target) = select_kept(tokenized, rows, (source, target))
+        except MemoryError:  # memory the estimate above did not see coming (other processes took it)
+            raise UsageError(f"{too_many} the memory left holds (8 bytes of index each); give it a smaller "
+                             "weight.") from None
         if len(rows):
             parts.append(tokenized)
             sources.append(source)

@@ -132,7 +132,7 @@ def test_model_folder_without_tokenizer_is_a_clear_error(model_dir, tmp_path, ca
         (["--model", "{model}", "seven", "--input", "{missing}"], "not both"),
         (["--model", "{model}"], "nothing to translate"),
         (["--model", "{model}", "seven", "--output", "{missing}/out.txt"], "cannot be written: its folder"),
-        (["--model", "{model}", "seven", "--batch-size", "0"], "--batch-size must be at least 1"),
+        (["--model", "{model}", "seven", "--batch-size", "0"], "--batch-size must be from 1 to 100000, got 0"),
         (["--model", "{model}", "seven", "--device", "toaster"], "is not a torch device"),
     ],
 )
@@ -384,10 +384,19 @@ def test_ctranslate2_bounds_and_samples_as_generate_does(model_dir, tmp_path, ca
 def test_sampling_options_that_cannot_work_are_usage_errors(model_dir, capsys):
     for argv, words in [(["--sampling-topk", "5", "--num-beams", "4"], "takes no --num-beams above 1"),
                         (["--max-new-tokens", "5", "--max-length-a", "1"], "not both"),
-                        (["--sampling-temperature", "0"], "--sampling-temperature must be positive"),
-                        (["--max-length-a", "-1"], "--max-length-a must be 0 or more")]:
+                        (["--sampling-temperature", "0"], "--sampling-temperature must be from 0.001 to 1000"),
+                        (["--sampling-temperature", "1e-300"], "--sampling-temperature must be from 0.001 to 1000"),
+                        (["--max-length-a", "-1"], "--max-length-a must be from 0 to 1000, got -1"),
+                        (["--max-length-a", "inf"], "--max-length-a must be from 0 to 1000, got inf"),
+                        (["--sampling-topk", "9" * 20], f"--sampling-topk must be from 0 to 1000000, got {'9' * 20}"),
+                        (["--max-new-tokens", "9" * 20], "--max-new-tokens must be from 1 to 100000"),
+                        (["--max-length-b", "9" * 20], "--max-length-b must be from 0 to 100000"),
+                        (["--seed", "9" * 20], "--seed must be from 0 to 4294967295"),
+                        (["--num-beams", "100000"], "--num-beams must be from 1 to 64, got 100000"),
+                        (["--sampling-topk", "100000"], "--sampling-topk 100000 is more than the")]:
         code, out, err = run_cli(["translate", "--model", model_dir, "seven", *argv], capsys)
         assert code == 2 and words in err.strip().splitlines()[-1] and out == "", err
+        assert "Traceback" not in err
 
 
 def test_closest_to_options_that_cannot_work_are_usage_errors(model_dir, tmp_path, capsys):
@@ -602,3 +611,22 @@ def test_an_input_that_is_a_pipe_is_read_once(model_dir, tmp_path, capsys, kind)
     assert (tmp_path / "out.txt").read_text().split("\n")[:-1] == one_at_a_time(model_dir, SENTENCES, num_beams=1)
     code, out, err = run_cli(["translate", "--model", model_dir, "--input", str(tmp_path)], capsys)
     assert code == 2 and err.strip().splitlines()[-1].endswith(f"--input {tmp_path} is a folder: give a file")
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_a_reader_that_stops_reading_ends_the_command_quietly(ct2_dir, tmp_path):
+    """`vanilla-transformer translate ... | head -1`: the command stops with SIGPIPE's status and says nothing."""
+    from helpers import REPO_ROOT
+
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(num2words(i) for i in range(20_000)) + "\n")
+    process = subprocess.Popen([sys.executable, "-c", "import sys, vanilla_transformer_cli; "
+                                "vanilla_transformer_cli.main(sys.argv[1:])", "translate", "--model", ct2_dir,
+                                "--input", str(source), "--no-progress", "--num-beams", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert process.stdout.readline().strip()
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=300) == 128 + signal.SIGPIPE
+    assert "error" not in err and "Traceback" not in err, err

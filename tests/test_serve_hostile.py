@@ -427,7 +427,7 @@ def test_sigterm_right_after_requests_arrive_answers_every_one(served_model_dir,
     (["--workers", "100000"], "--workers must be from 1 to 256"),
     (["--read-timeout", "0"], "--read-timeout must be from 0.001 to 86400, got 0"),
     (["--read-timeout", "nan"], "--read-timeout must be from 0.001 to 86400, got nan"),
-    (["--connections-per-client", "-1"], "--connections-per-client must be from 0 to 1e+06, got -1"),
+    (["--connections-per-client", "-1"], "--connections-per-client must be from 0 to 1000000, got -1"),
     (["--forwarded-allow-ips", "10.0.0.1,proxy"], "'proxy' is neither"),
     (["--batch-wait-ms", "5000", "--timeout", "2"], "--batch-wait-ms 5000 is not shorter than --timeout 2 s"),
 ])

@@ -15,6 +15,8 @@ from `check` or `run`) prints the usage and exits 2; any other error exits 1 wit
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 
 # modules of vanilla_transformer.cli, one per command
@@ -82,6 +84,16 @@ def _prepare_to_run(register_model: bool) -> None:
     hf_logging.disable_progress_bar()
 
 
+def _silence_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's own flush at exit finds no broken pipe to
+    report."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor behind sys.stdout (a test's capture)
+        pass
+
+
 def main(argv: list[str] | None = None) -> None:
     from vanilla_transformer.cli.options import UsageError
 
@@ -95,6 +107,9 @@ def main(argv: list[str] | None = None) -> None:
         args.command_run(args)
     except UsageError as error:
         command_parser.error(str(error))  # exit 2
+    except BrokenPipeError:  # the reader of stdout has gone (`| head`): stop quietly, as tools killed by SIGPIPE do
+        _silence_stdout()
+        raise SystemExit(128 + signal.SIGPIPE) from None
     except KeyboardInterrupt:  # Ctrl-C: one line and the shell's status for SIGINT (128 + 2), not a traceback
         print(f"{command_parser.prog}: error: interrupted", file=sys.stderr)
         raise SystemExit(130) from None

@@ -51,6 +51,26 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def _shown(number) -> str:
+    return str(number) if isinstance(number, int) else f"{number:g}"
+
+
+def in_range(kind: type, low, high):
+    """An argparse type (for `checked`): a finite `kind` (int or float) from `low` to `high`."""
+
+    def convert(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if not math.isfinite(value) or not low <= value <= high:  # NaN and infinities too
+            raise argparse.ArgumentTypeError(f"must be from {_shown(low)} to {_shown(high)}, got {text}")
+        return value
+
+    convert.__name__ = f"{kind.__name__}_from_{_shown(low)}_to_{_shown(high)}"
+    return convert
+
+
 def existing_file(text: str) -> str:
     """A file that exists, or "-" for stdin."""
     if text != "-" and not os.path.isfile(text):

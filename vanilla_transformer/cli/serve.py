@@ -15,10 +15,9 @@ language where models chain (de -> en -> fr above). Concurrent requests are batc
 import argparse
 import ipaddress
 import logging
-import math
 import os
 
-from vanilla_transformer.cli.options import UsageError, checked, existing_file
+from vanilla_transformer.cli.options import UsageError, checked, existing_file, in_range
 
 # the largest values the options take: beyond them a server would run out of memory or never answer, so a typo
 # (an extra zero, "inf") is a usage error at start rather than a server that breaks under its first requests
@@ -28,22 +27,6 @@ MOST_BODY_BYTES = 1 << 30
 MOST_SECONDS = 24 * 3600.0  # --timeout
 MOST_BATCH_WAIT_MS = 60_000.0
 MOST_WORKERS = 256
-
-
-def in_range(kind: type, low, high):
-    """An argparse type (for `checked`): a finite `kind` (int or float) from `low` to `high`."""
-
-    def convert(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
-        if not math.isfinite(value) or not low <= value <= high:  # NaN and infinities too
-            raise argparse.ArgumentTypeError(f"must be from {low:g} to {high:g}, got {text}")
-        return value
-
-    convert.__name__ = f"{kind.__name__}_from_{low:g}_to_{high:g}"
-    return convert
 
 
 def host_address(text: str) -> str:

@@ -39,9 +39,7 @@ from itertools import islice
 from vanilla_transformer.cli.options import (
     UsageError,
     checked,
-    non_negative_int,
-    positive_float,
-    positive_int,
+    in_range,
     torch_device,
     writable_file,
 )
@@ -58,17 +56,15 @@ NOT_IN_THE_RECORD = ("no_progress", "overwrite", "output", "input", "texts", "co
 # (docs/fast-translation.md's table), which a corpus of thousands of lines repays; a handful of sentences would wait
 # longer for the export than for PyTorch.
 AUTO_EXPORT_LINES = 2000
+# the largest values the options take: past them a run would fail deep in an engine (an integer overflow, a NaN from
+# a temperature near 0, a beam search that never ends), so they are one usage line before anything is loaded
+MOST_BEAMS = 64
+MOST_TOKENS = 100_000  # --batch-size, --max-new-tokens, --max-length-b
+MOST_LENGTH_FACTOR = 1000.0
+MOST_TOPK = 1_000_000  # and at most the model's vocabulary, checked when it is loaded
+LEAST_TEMPERATURE, MOST_TEMPERATURE = 0.001, 1000.0
+MOST_SEED = 2**32 - 1  # CTranslate2's sampling seed is 32 bits
 ENGINE_NAMES = {"pytorch": "PyTorch", "ctranslate2": "CTranslate2"}
-
-
-def non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0:  # NaN too
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -90,23 +86,24 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="write translations here, one per line, gzip'd if it ends in .gz (default: stdout)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --output file (or start an interrupted one again)")
-    parser.add_argument("--batch-size", action=checked(positive_int), default=32,
+    parser.add_argument("--batch-size", action=checked(in_range(int, 1, MOST_TOKENS)), default=32,
                         help="sentences per batch (default 32)")
-    parser.add_argument("--num-beams", action=checked(positive_int),
+    parser.add_argument("--num-beams", action=checked(in_range(int, 1, MOST_BEAMS)),
                         help="beam size (default: the model's generation_config)")
-    parser.add_argument("--max-new-tokens", action=checked(positive_int),
+    parser.add_argument("--max-new-tokens", action=checked(in_range(int, 1, MOST_TOKENS)),
                         help="longest translation in tokens, whatever the source's length (no --max-length-a/b)")
-    parser.add_argument("--max-length-a", action=checked(non_negative_float),
+    parser.add_argument("--max-length-a", action=checked(in_range(float, 0.0, MOST_LENGTH_FACTOR)),
                         help="a translation takes at most A * (source tokens) + B tokens (default: the model's "
                              "generation config, max_length_a)")
-    parser.add_argument("--max-length-b", action=checked(non_negative_int),
+    parser.add_argument("--max-length-b", action=checked(in_range(int, 0, MOST_TOKENS)),
                         help="... + B tokens (default: the model's generation config, max_length_b)")
-    parser.add_argument("--sampling-topk", action=checked(non_negative_int), metavar="K",
+    parser.add_argument("--sampling-topk", action=checked(in_range(int, 0, MOST_TOPK)), metavar="K",
                         help="sample each token from the K likeliest (0: all) instead of searching, e.g. for "
                              "back-translation")
-    parser.add_argument("--sampling-temperature", action=checked(positive_float), metavar="T",
+    parser.add_argument("--sampling-temperature", action=checked(in_range(float, LEAST_TEMPERATURE, MOST_TEMPERATURE)),
+                        metavar="T",
                         help="sample at temperature T (default 1 when sampling)")
-    parser.add_argument("--seed", action=checked(non_negative_int), default=0,
+    parser.add_argument("--seed", action=checked(in_range(int, 0, MOST_SEED)), default=0,
                         help="random seed of sampling (default 0)")
     parser.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda when available)")
     parser.add_argument("--engine", choices=ENGINES, default="auto",
@@ -387,6 +384,10 @@ def run(args: argparse.Namespace) -> None:
     model, engine = _engine_folder(args)
     loaded = load_checkpoint(model, kinds=TRANSLATION_KINDS, device=args.device, engine=engine,
                              compute_type=args.compute_type, purpose="translate")
+    vocabulary = len(loaded.tokenizer)
+    if args.sampling_topk is not None and args.sampling_topk > vocabulary:  # CTranslate2 refuses it, generate not
+        raise UsageError(f"--sampling-topk {args.sampling_topk} is more than the {vocabulary:,} tokens of the "
+                         f"model's vocabulary")
     output = _resumable_output(args) if _resumable(args) else None
     done = _check_output(args, output)  # again: another program may have changed things meanwhile, or the export failed
     lines, references = args.texts, None

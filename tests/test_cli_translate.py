@@ -20,7 +20,7 @@ from helpers import run_main, tiny_config
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.cli.main import main
 from vanilla_transformer.training.tokenizer import train_tokenizer
-from vanilla_transformer.translate import load_model_and_tokenizer, translate, translate_hypotheses
+from vanilla_transformer.translate import characters_read, load_model_and_tokenizer, translate, translate_hypotheses
 
 num2words = pytest.importorskip("num2words").num2words
 
@@ -191,7 +191,7 @@ def test_a_corpus_in_chunks_is_line_aligned_and_equals_each_line_translated_alon
 
 
 def test_lines_longer_than_the_model_reads_are_cut_to_it_and_named_in_a_warning(model_dir, tmp_path, capsys,
-                                                                               small_chunks):
+                                                                               small_chunks, monkeypatch):
     """A line past the 64 tokens the model reads (its tokenizer's `model_max_length`, as a trained folder's is its
     training length) is translated as its first 64 tokens (the oracle: the tokenizer's own truncation, then
     `generate`), not a runaway over all of it; each chunk's warning names its long lines by their number in the
@@ -207,16 +207,28 @@ def test_lines_longer_than_the_model_reads_are_cut_to_it_and_named_in_a_warning(
     lines[2], lines[12], lines[13] = LONG_LINE, longest, f"eleven {LONG_LINE}"
     source, target = tmp_path / "in.txt", tmp_path / "out.txt"
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    seen = []  # the longest text the tokenizer is given
+    tokenizer_class = type(tokenizer)
+    call = tokenizer_class.__call__
+
+    def spied(self, text=None, *args, **kwargs):
+        seen.extend(len(t) for t in ([text] if isinstance(text, str) else text or []))
+        return call(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(tokenizer_class, "__call__", spied)
     code, out, err = run_cli(["translate", "--model", str(folder), "--input", str(source), "--output", str(target),
                               "--batch-size", "3", "--num-beams", "1", "--no-progress"], capsys)
+    monkeypatch.undo()
     assert code == 0, err
+    budget = characters_read(tokenizer, 64)  # a line of megabytes is tokenized in its first characters only
+    assert len(longest) > budget >= max(seen)
     assert target.read_text(encoding="utf-8").split("\n")[:-1] == one_at_a_time(folder, lines, num_beams=1)
-    counts = [len(tokenizer(lines[i], verbose=False)["input_ids"]) for i in (2, 12, 13)]
-    assert min(counts) > 64 and counts[1] > 2000
+    counts = [len(tokenizer(text, verbose=False)["input_ids"]) for text in (lines[2], longest[:budget], lines[13])]
+    assert min(counts) > 64 and counts[1] < len(tokenizer(longest, verbose=False)["input_ids"])
     assert err.splitlines() == [
         f"Line 3 ({counts[0]:,} tokens) longer than the 64 tokens the model reads: cut to the first 64, the rest is "
         "not translated (split long lines into sentences).",
-        f"Lines 13 ({counts[1]:,} tokens), 14 ({counts[2]:,} tokens) longer than the 64 tokens the model reads: cut "
+        f"Lines 13 ({counts[1]:,}+ tokens), 14 ({counts[2]:,} tokens) longer than the 64 tokens the model reads: cut "
         "to the first 64, the rest is not translated (split long lines into sentences).",
     ], err
 
@@ -501,7 +513,7 @@ def test_a_ctranslate2_exports_bound_and_n_best_need_no_torch(model_dir, ct2_dir
     heavy = ["torch", "transformers.modeling_utils", "transformers.models.auto",
              "vanilla_transformer.modeling_vanilla_transformer", "vanilla_transformer.registration"]
     script = ("import json, sys, vanilla_transformer_cli\n"
-              "from vanilla_transformer.translate import load_model_and_tokenizer, translate, translate_hypotheses\n"
+              "from vanilla_transformer.translate import characters_read, load_model_and_tokenizer, translate, translate_hypotheses\n"
               "model, tokenizer = load_model_and_tokenizer(sys.argv[1])\n"
               "texts = json.loads(sys.argv[2])\n"
               "bounded = translate(model, tokenizer, texts, num_beams=1, max_length_a=0.5, max_length_b=2)\n"

@@ -73,24 +73,42 @@ def max_input_tokens(model, tokenizer) -> int | None:
     return longest_input(positions_read(getattr(model, "config", None)), tokenizer)
 
 
-def source_ids(model, tokenizer, sources: list[str]) -> tuple[list[list[int]], list[tuple[int, int]]]:
-    """The token ids of each source as `model` reads them, and (index, length) of each source that was longer than
-    `max_input_tokens` and is cut to that many tokens (as `tokenizer(..., truncation=True)` cuts it)."""
-    ids = tokenizer(sources, verbose=False)["input_ids"] if sources else []  # warn_cut says what is too long
+def characters_read(tokenizer, limit: int | None) -> int | None:
+    """Characters of a source that are sure to hold its first `limit` tokens, with a wide margin (no token is longer
+    than the vocabulary's longest; normalization may change a text's length): a longer source is cut to this many
+    characters before it is tokenized, so that one line of megabytes costs what a long sentence does. None: no
+    limit."""
+    if limit is None:
+        return None
+    longest = max(map(len, tokenizer.get_vocab()), default=1)
+    return 4 * (limit + 1) * longest + 1024
+
+
+def source_ids(model, tokenizer, sources: list[str]) -> tuple[list[list[int]], list[tuple[int, int, bool]]]:
+    """The token ids of each source as `model` reads them, and (index, length, whether the length is the whole
+    source's) of each source that was longer than `max_input_tokens` and is cut to that many tokens (as
+    `tokenizer(..., truncation=True)` cuts it). A source longer than `characters_read` is counted in its first
+    characters only (the length is then at least what it says)."""
     limit = max_input_tokens(model, tokenizer)
-    cut = [(i, len(row)) for i, row in enumerate(ids) if limit is not None and len(row) > limit]
+    characters = characters_read(tokenizer, limit)
+    whole = [characters is None or len(source) <= characters for source in sources]
+    if not all(whole):
+        sources = [source if fits else source[:characters] for source, fits in zip(sources, whole)]
+    ids = tokenizer(sources, verbose=False)["input_ids"] if sources else []  # warn_cut says what is too long
+    cut = [(i, len(row), whole[i]) for i, row in enumerate(ids) if limit is not None and len(row) > limit]
     if cut:
-        shortened = tokenizer([sources[i] for i, _ in cut], truncation=True, max_length=limit)["input_ids"]
-        for (i, _), row in zip(cut, shortened):
+        shortened = tokenizer([sources[i] for i, *_ in cut], truncation=True, max_length=limit)["input_ids"]
+        for (i, *_), row in zip(cut, shortened):
             ids[i] = row
     return ids, cut
 
 
-def warn_cut(cut: list[tuple[int, int]], limit: int | None, what: str = "line") -> None:
-    """One warning for the sources `source_ids` cut: (number counted from 1, length) of each."""
+def warn_cut(cut: list[tuple[int, int, bool]], limit: int | None, what: str = "line") -> None:
+    """One warning for the sources `source_ids` cut: (number counted from 1, length, whether it is the whole
+    source's) of each."""
     if not cut:
         return
-    named = ", ".join(f"{number:,} ({length:,} tokens)" for number, length in cut[:5])
+    named = ", ".join(f"{number:,} ({length:,}{'' if whole else '+'} tokens)" for number, length, whole in cut[:5])
     more = f" and {len(cut) - 5:,} more" if len(cut) > 5 else ""
     logger.warning(f"{what.capitalize()}{'s' if len(cut) > 1 else ''} {named}{more} longer than the {limit:,} tokens "
                    f"the model reads: cut to the first {limit:,}, the rest is not translated (split long lines into "
@@ -186,13 +204,14 @@ def translate_hypotheses(model, tokenizer, texts: list[str], count: int, *, reca
     is, and recased as it is (`recase`). A blank text gives `count` empty ones. Fewer distinct hypotheses than
     `count` can come back the same text twice. A text cut to `max_input_tokens` is named in a warning."""
     results, cut = _hypotheses(model, tokenizer, texts, count, recase, generate_kwargs)
-    warn_cut([(i + 1, length) for i, length in cut], max_input_tokens(model, tokenizer), "text")
+    warn_cut([(i + 1, *rest) for i, *rest in cut], max_input_tokens(model, tokenizer), "text")
     return results
 
 
 def _hypotheses(model, tokenizer, texts: list[str], count: int, recase: bool,
-                generate_kwargs: dict) -> tuple[list[list[str]], list[tuple[int, int]]]:
-    """`translate_hypotheses`'s results, and (index in `texts`, length) of each text cut to `max_input_tokens`."""
+                generate_kwargs: dict) -> tuple[list[list[str]], list[tuple[int, int, bool]]]:
+    """`translate_hypotheses`'s results, and (index in `texts`, length, whole) of each text cut to
+    `max_input_tokens`."""
     if count < 1:
         raise ValueError(f"count must be at least 1, got {count}")
     beams = max(count, generate_kwargs.pop("num_beams", None) or model.generation_config.num_beams or 1)
@@ -208,7 +227,7 @@ def _hypotheses(model, tokenizer, texts: list[str], count: int, recase: bool,
     decoded = [" ".join(text.splitlines()) for text in tokenizer.batch_decode(output_ids, skip_special_tokens=True)]
     for row, (i, style) in enumerate(zip(todo, styles)):
         results[i] = [restore_case(text, style) for text in decoded[row * count:(row + 1) * count]]
-    return results, [(todo[row], length) for row, length in cut]
+    return results, [(todo[row], *rest) for row, *rest in cut]
 
 
 def closest(hypotheses: list[str], reference: str) -> str:
@@ -232,12 +251,12 @@ def _closest_chunk(model, tokenizer, texts: list[str], references: list[str], ba
         batch = order[start:start + batch_size]
         hypotheses, batch_cut = _hypotheses(model, tokenizer, [texts[i] for i in batch], count, recase,
                                             dict(generate_kwargs))
-        cut += [(batch[row], length) for row, length in batch_cut]
+        cut += [(batch[row], *rest) for row, *rest in batch_cut]
         for i, candidates in zip(batch, hypotheses):
             translations[i] = closest(candidates, references[i]) if texts[i].strip() else ""
         if bar is not None:
             bar.update(len(batch))
-    warn_cut([(first_line + i, length) for i, length in sorted(cut)], max_input_tokens(model, tokenizer))
+    warn_cut([(first_line + i, *rest) for i, *rest in sorted(cut)], max_input_tokens(model, tokenizer))
     return translations
 
 
@@ -276,7 +295,7 @@ def _translate_chunk(model, tokenizer, texts: list[str], batch_size: int, genera
     sources, styles = _recased(tokenizer, [texts[i] for i in todo], recase)
     style_of = dict(zip(todo, styles))
     input_ids, cut = source_ids(model, tokenizer, sources)
-    warn_cut([(first_line + todo[row], length) for row, length in cut], max_input_tokens(model, tokenizer))
+    warn_cut([(first_line + todo[row], *rest) for row, *rest in cut], max_input_tokens(model, tokenizer))
     ids_of = dict(zip(todo, input_ids))
     todo.sort(key=lambda i: len(ids_of[i]), reverse=True)  # longest first: an out-of-memory shows at once
     if bar is not None:
@@ -302,5 +321,5 @@ def _generate_batch(model, tokenizer, rows: list[list[int]], generate_kwargs: di
     return pytorch.generate_batch(model, tokenizer, rows, generate_kwargs)
 
 
-__all__ = ["CHUNK_SIZE", "ENGINES", "load_model", "load_model_and_tokenizer", "manual_seed", "max_input_tokens",
-           "progress_bar", "source_ids", "translate", "translate_chunks", "translate_hypotheses", "closest"]
+__all__ = ["CHUNK_SIZE", "ENGINES", "characters_read", "load_model", "load_model_and_tokenizer", "manual_seed",
+           "max_input_tokens", "progress_bar", "source_ids", "translate", "translate_chunks", "translate_hypotheses", "closest"]

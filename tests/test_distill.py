@@ -764,3 +764,137 @@ def test_closest_to_with_other_lines_than_the_source_is_refused_before_anything_
     assert not (tmp_path / "out").exists()
     code, _, err = run_main(main, with_closest_to(command(files, tmp_path / "out"), "-"), capsys)
     assert code == 2 and "--closest-to" in err and "Traceback" not in err, err
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Validate first, write last: every argument that can be checked without the teacher's pass is checked before
+# distill.json and teacher/ are written, so that the corrected command just runs
+
+
+def with_original(argv, path) -> list[str]:
+    at = argv.index("--")
+    return [*argv[:at], "--with-original", str(path), *argv[at:]]
+
+
+def test_with_original_with_other_lines_than_the_source_is_refused_before_anything_is_written(files, tmp_path,
+                                                                                              monkeypatch, capsys):
+    counted = Counted(monkeypatch)
+    short = tmp_path / "short.de"
+    short.write_text("".join(line + "\n" for line in lines(files / "train.de")[:10]), encoding="utf-8")
+    latin1 = tmp_path / "latin1.de"
+    latin1.write_bytes((files / "train.de").read_bytes().replace(b"\n", "\n\xe9\n".encode("latin-1"), 1))
+    for path, words in ((short, ["--with-original", str(short), "10 lines", "24"]),
+                        (latin1, ["--with-original file", str(latin1), "UTF-8"])):
+        code, _, err = run_main(main, with_original(command(files, tmp_path / "out"), path), capsys)
+        assert code == 1 and err.count("\n") == 1 and err.startswith(ERROR), err
+        assert all(word in err for word in words), err
+        assert not (tmp_path / "out").exists() and counted.lines == []
+
+
+@pytest.mark.parametrize("option", ["--train-source", "--with-original", "--closest-to"])
+def test_a_file_that_is_not_utf8_past_its_first_lines_is_refused_before_anything_is_written(files, tmp_path,
+                                                                                            monkeypatch, capsys,
+                                                                                            option):
+    from vanilla_transformer.files import text
+
+    counted = Counted(monkeypatch)
+    monkeypatch.setattr(text, "READ_CHUNK_BYTES", 64)  # files read in chunks: the bad line is past the first ones
+    original = files / ("train.en" if option == "--train-source" else "train.de")
+    latin1 = tmp_path / original.name
+    latin1.write_bytes(original.read_bytes()[:-1] + " caf\xe9\n".encode("latin-1"))  # the last line: Latin-1
+    argv = command(files, tmp_path / "out")
+    if option == "--train-source":
+        argv[argv.index(option) + 1] = str(latin1)
+    else:
+        argv = with_original(argv, latin1) if option == "--with-original" else with_closest_to(argv, latin1)
+    code, _, err = run_main(main, argv, capsys)
+    assert code == 1 and err.count("\n") == 1 and err.startswith(ERROR), err
+    assert str(latin1) in err and "UTF-8" in err, err
+    assert not (tmp_path / "out").exists() and counted.lines == []
+
+
+@pytest.mark.parametrize("recipe, words", [
+    (["--d_model", "30"], ["d_model=30 is not divisible by encoder_attention_heads=4"]),
+    (["--config_overrides", "no_such_key=1"], ["no_such_key"]),
+    (["--bleu_tokenize", "no-such-tokenizer"], ["--bleu_tokenize no-such-tokenizer"]),
+    (["--tokenizer_name", "/no/such/tokenizer"], ["--tokenizer_name /no/such/tokenizer", "cannot be loaded"])])
+def test_a_student_recipe_the_recipe_would_refuse_is_refused_before_anything_is_written(files, tmp_path, monkeypatch,
+                                                                                       capsys, recipe, words):
+    counted = Counted(monkeypatch)
+    code, _, err = run_main(main, [*command(files, tmp_path / "out"), *recipe], capsys)
+    assert_usage_error(code, err, words)
+    assert not (tmp_path / "out").exists() and counted.lines == []
+
+
+def test_a_device_that_is_not_one_is_refused_before_anything_is_written(files, tmp_path, monkeypatch, capsys):
+    counted = Counted(monkeypatch)
+    devices = [("bogus", ["--device 'bogus' is not a torch device"])]
+    if not torch.cuda.is_available():
+        devices.append(("cuda", ["--device 'cuda'", "CUDA is not available"]))
+    from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
+
+    exported = to_ctranslate2(str(files / "teacher"), tmp_path / "teacher-ct2", "float32")
+    devices.append(("bogus", ["--device 'bogus' is not one CTranslate2 runs on"], exported))
+    for device, words, *teacher in devices:
+        argv = command(files, tmp_path / "out", teacher=teacher[0] if teacher else None)
+        code, _, err = run_main(main, [*argv[:argv.index("--")], "--device", device, *argv[argv.index("--"):]],
+                                capsys)
+        assert_usage_error(code, err, words)
+        assert not (tmp_path / "out").exists() and counted.lines == []
+
+
+def test_a_teacher_whose_tokenizer_cannot_be_loaded_is_refused_before_anything_is_written(files, tmp_path, capsys):
+    import shutil
+
+    teacher = tmp_path / "teacher"
+    shutil.copytree(files / "teacher", teacher)
+    text = (teacher / "tokenizer.json").read_text(encoding="utf-8")
+    key = json.dumps("".join(json.loads(text)["model"]["merges"][0]), ensure_ascii=False) + ":"  # e.g. "in":
+    assert text.count(key) == 1 and text.index(key) > text.index('"vocab"')
+    # the first merge's token renamed in the vocabulary only: later merges name a token it no longer has (still JSON)
+    (teacher / "tokenizer.json").write_text(text.replace(key, key[:-2] + 'x":'), encoding="utf-8")
+    code, _, err = run_main(main, command(files, tmp_path / "out", teacher=teacher), capsys)
+    assert code == 1 and err.count("\n") == 1 and err.startswith(ERROR), err
+    assert str(teacher / "tokenizer.json") in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_pipe_for_a_file_distill_reads_more_than_once_is_one_line(files, tmp_path, capsys):
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    argv = command(files, tmp_path / "out")
+    for option, changed in (("--train-source", lambda a: [*a[:a.index("--train-source") + 1], str(pipe),
+                                                          *a[a.index("--train-source") + 2:]]),
+                            ("--with-original", lambda a: with_original(a, pipe))):
+        code, _, err = run_main(main, changed(list(argv)), capsys)
+        assert_usage_error(code, err, [f"{option} {pipe} is a pipe", "more than once", "give a file"])
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_distillation_that_never_translated_a_line_starts_over_with_other_arguments(files, tmp_path, monkeypatch,
+                                                                                      capsys):
+    out = tmp_path / "out"
+    Counted(monkeypatch, stop_at=1)  # the teacher's pass stops before its first chunk (out of memory, Ctrl-C, ...)
+    with pytest.raises(Stop):
+        main(command(files, out))
+    assert (out / "distill.json").is_file() and not (out / "teacher" / "train.de").exists()
+    capsys.readouterr()
+    # another file there, not distill's: the folder is not cleared
+    (out / "notes.txt").write_text("mine")
+    code, _, err = run_main(main, command(files, out, threads="1,2"), capsys)
+    assert_usage_error(code, err, ["holds a distillation of other arguments", "threads"])
+    os.remove(out / "notes.txt")
+    # only what distill wrote, and no line translated: the corrected command starts over
+    counted = Counted(monkeypatch)
+    stop_after_teacher(monkeypatch)
+    with pytest.raises(Stop):
+        main(command(files, out, threads="1,2"))
+    assert "Starting over" in capsys.readouterr().out
+    assert json.loads((out / "distill.json").read_text())["arguments"]["threads"] == [1, 2]
+    assert counted.lines == lines(files / "train.en")
+    assert sorted(os.listdir(out)) == ["distill.json", "teacher"]
+    assert sorted(os.listdir(out / "teacher")) == ["train.de"]
+    # a finished stage is never cleared: other arguments are refused now
+    code, _, err = run_main(main, command(files, out, threads="1"), capsys)
+    assert_usage_error(code, err, ["holds a distillation of other arguments", "threads"])
+    assert (out / "teacher" / "train.de").is_file()

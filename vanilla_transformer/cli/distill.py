@@ -13,6 +13,7 @@ side by side. Run again with the same arguments, it continues where it stopped. 
 
 import argparse
 import os
+import stat
 
 from vanilla_transformer.cli.options import UsageError, checked, existing_file, positive_int
 
@@ -25,6 +26,21 @@ def _threads(text: str) -> tuple[int, ...]:
     if not values or values[0] < 1:
         raise argparse.ArgumentTypeError(f"must be thread counts of at least 1, e.g. 1,8, got {text!r}")
     return values
+
+
+def _file_read_again(text: str) -> str:
+    """A file that exists (`existing_file`), and a regular one: distill reads each of its files more than once (the
+    checks before the teacher's pass, the pass, the student's run, the report), which a pipe cannot give."""
+
+    if text != "-":
+        try:
+            mode = os.stat(text).st_mode
+        except OSError:
+            mode = None
+        if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+            kind = "a pipe" if stat.S_ISFIFO(mode) else "not a regular file"
+            raise argparse.ArgumentTypeError(f"{text} is {kind}: distill reads it more than once; give a file")
+    return existing_file(text)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -41,19 +57,19 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="the teacher: a trained model folder, or its CTranslate2 export")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="the distillation's folder (new or empty, or one to continue)")
-    parser.add_argument("--train-source", required=True, metavar="FILE", action=checked(existing_file),
+    parser.add_argument("--train-source", required=True, metavar="FILE", action=checked(_file_read_again),
                         help="the training source sentences, one per line (plain or gzip'd)")
-    parser.add_argument("--with-original", metavar="FILE", action=checked(existing_file),
+    parser.add_argument("--with-original", metavar="FILE", action=checked(_file_read_again),
                         help="the original translations of --train-source: the student trains on them too, as a "
                              "second corpus beside the teacher's (docs/small-and-fast.md)")
-    parser.add_argument("--closest-to", metavar="FILE", action=checked(existing_file),
+    parser.add_argument("--closest-to", metavar="FILE", action=checked(_file_read_again),
                         help="the original translations of --train-source: the teacher writes, of its beam's best "
                              "translations of each line, the one closest to the original (sentence BLEU; Kim & "
                              "Rush's sequence-level interpolation)")
     for split in ("validation", "test"):
-        parser.add_argument(f"--{split}-source", metavar="FILE", action=checked(existing_file),
+        parser.add_argument(f"--{split}-source", metavar="FILE", action=checked(_file_read_again),
                             help=f"{split} source sentences, for the student's run and the report")
-        parser.add_argument(f"--{split}-target", metavar="FILE", action=checked(existing_file),
+        parser.add_argument(f"--{split}-target", metavar="FILE", action=checked(_file_read_again),
                             help="their reference translations")
     parser.add_argument("--source-lang", metavar="CODE",
                         help="the corpus's source language (default: --train-source's extension, e.g. train.en)")

@@ -23,9 +23,11 @@ al. 2021), trains on (source, teacher's translation) instead of the original pai
    validation and test files, sentences per second with 1 thread and with all threads, size on disk, parameters.
 
 `distill.json` records the arguments and the size and modification time of every input file; a run with other
-arguments, or with inputs changed since, in the same folder is refused, so a re-run never mixes two distillations. What each stage left is its own record of being done (the translations file appears only
-when whole, the recipe's finished run, an export folder renamed into place, report.json), and nothing finished is
-done again.
+arguments, or with inputs changed since, in the same folder is refused, so a re-run never mixes two distillations
+(except where nothing was done yet: `unstarted`, `open_folder`). Every argument that can be checked without the
+teacher's pass is checked before anything is written (`prepare`). What each stage left is its own record of being
+done (the translations file appears only when whole, the recipe's finished run, an export folder renamed into place,
+report.json), and nothing finished is done again.
 """
 
 import json
@@ -33,29 +35,39 @@ import os
 import time
 from dataclasses import asdict, dataclass, replace
 
+import transformers
 from huggingface_hub import ModelCard
+from huggingface_hub.errors import StrictDataclassError
 from transformers.trainer_utils import get_last_checkpoint
 
-from vanilla_transformer.checkpoints.kinds import check_folder_kind
+from vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer.checkpoints.agreement import tokenizer_file
+from vanilla_transformer.checkpoints.kinds import CheckpointError, check_folder_kind
 from vanilla_transformer.checkpoints.load import load_checkpoint
+from vanilla_transformer.checkpoints.pytorch import pick_device
 from vanilla_transformer.checkpoints.validate import check_checkpoint
 from vanilla_transformer.cli.options import UsageError
 from vanilla_transformer.files import (
     OutputError,
+    RunLock,
     check_output_folder,
-    count_text_lines,
+    one_line,
     read_text_lines,
     staged_file,
     text_lines,
 )
+from vanilla_transformer.files.lock import LOCK_NAME
 from vanilla_transformer.files.measurements import usable_cpus
+from vanilla_transformer.files.resumable import PARTIAL_SUFFIX, PROGRESS_SUFFIX
 from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator
 from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
 from vanilla_transformer.training import train as recipe
 from vanilla_transformer.training.arguments import parse_arguments
+from vanilla_transformer.training.build import check_options
 from vanilla_transformer.training.data_sources import language_from_extension, read_parallel_files
 from vanilla_transformer.training.messages import DataError
 from vanilla_transformer.training.metrics import translation_scores
+from vanilla_transformer.training.presets import PRESETS
 from vanilla_transformer.training.table3 import option_name, option_value, read_json
 from vanilla_transformer.translate import TRANSLATION_KINDS, translate
 
@@ -216,32 +228,73 @@ def settle_languages(d: Distillation) -> Distillation:
 
 
 def check_teacher(d: Distillation) -> str:
-    """The teacher's kind: a translation model folder (checked whole) or a CTranslate2 folder (loaded on the CPU as
-    the teacher's pass loads it: its weights, vocabulary, tokenizer and their fingerprint, in the compute type
-    asked for); `CheckpointError` (one line) for anything else."""
+    """The teacher's kind: a translation model folder (checked whole, its tokenizer loaded as the teacher's pass
+    loads it) or a CTranslate2 folder (loaded on the CPU as the teacher's pass loads it: its weights, vocabulary,
+    tokenizer and their fingerprint, in the compute type asked for); `CheckpointError` (one line) for anything else.
+    Then --device, as the teacher's pass will use it (`check_device`)."""
     kind = d.teacher_kind
     if kind != "ctranslate2":
         if d.teacher_compute_type != "default":
             raise UsageError(f"--teacher-compute-type applies to a teacher exported to CTranslate2; {d.teacher} holds "
                              "a PyTorch model")
         check_checkpoint(d.teacher, need_tokenizer=True)
+        check_teacher_tokenizer(d.teacher)
     else:
         load_checkpoint(d.teacher, kinds=("ctranslate2",), engine="ctranslate2", device="cpu",
                         compute_type=d.teacher_compute_type)
+    check_device(d, kind)
     return kind
+
+
+def check_teacher_tokenizer(teacher: str) -> None:
+    """The PyTorch teacher's tokenizer loaded as its pass loads it (`AutoTokenizer`): a damaged tokenizer.json is one
+    line naming the file (`CheckpointError`), not the tokenizers library's traceback after distill.json is
+    written."""
+
+    try:
+        transformers.AutoTokenizer.from_pretrained(teacher)
+    except Exception as error:  # noqa: BLE001  (the tokenizers library raises bare Exceptions)
+        raise CheckpointError(f"{tokenizer_file(teacher)} cannot be loaded as the teacher's tokenizer "
+                              f"({one_line(error)}); put the tokenizer it was trained with back") from None
+
+
+def check_device(d: Distillation, kind: str) -> None:
+    """--device, as the teacher's pass will use it: a torch device this machine has (a PyTorch teacher), or one
+    CTranslate2 runs on (a CTranslate2 teacher); a `UsageError` otherwise."""
+    if d.device is None:
+        return
+    if kind == "ctranslate2":  # the rule of interop.ctranslate2_runtime.CTranslate2Translator, without loading
+        import ctranslate2
+
+        device_type, _, index = d.device.partition(":")
+        if d.device != "auto" and (device_type not in ("cpu", "cuda") or (index and not index.isdigit())):
+            raise UsageError(f"--device {d.device!r} is not one CTranslate2 runs on (cpu, cuda, cuda:1, auto)")
+        if device_type == "cuda" and ctranslate2.get_cuda_device_count() == 0:
+            raise UsageError(f"--device {d.device!r}: CTranslate2 finds no CUDA device on this machine")
+        return
+
+    try:
+        pick_device(d.device)
+    except ValueError as error:  # "device 'bogus' is not a torch device (...)", "... CUDA is not available ..."
+        raise UsageError(f"--{error}") from None
 
 
 def check_corpus(d: Distillation) -> None:
     """The files the chain reads, as the recipe will read them, before hours of translation: the training source
-    holds a sentence (read up to its first one) and each evaluation pair pairs up line for line (`DataError`)."""
-    if not any(line.strip() for line in text_lines(d.train_source, "train source file")):
+    read whole (its encoding, as the teacher's pass and the recipe read it) and holding a sentence, the files of
+    original translations (--closest-to, --with-original) read whole with a line for each of its lines, and each
+    evaluation pair pairing up line for line (`DataError`, `TextFileError`: one line naming the file)."""
+    count, sentences = 0, False
+    for line in text_lines(d.train_source, "train source file"):
+        count, sentences = count + 1, sentences or bool(line.strip())
+    if not sentences:
         raise DataError(f"The train source file {d.train_source} is empty.")
-    if d.closest_to:  # a line for each line the teacher translates
-        counts = count_text_lines(d.train_source, "train source file"), count_text_lines(d.closest_to,
-                                                                                         "--closest-to file")
-        if counts[0] != counts[1]:
-            raise DataError(f"--closest-to {d.closest_to} has {counts[1]:,} lines and --train-source "
-                            f"{d.train_source} {counts[0]:,}: it needs the original translation of each line.")
+    for option, path in (("--closest-to", d.closest_to), ("--with-original", d.with_original)):
+        if path:  # the teacher's pass reads a line of --closest-to for each line; the recipe pairs --with-original
+            originals = sum(1 for _ in text_lines(path, f"{option} file"))
+            if originals != count:
+                raise DataError(f"{option} {path} has {originals:,} lines and --train-source {d.train_source} "
+                                f"{count:,}: it needs the original translation of each line.")
     for split, pair in (("validation", d.validation), ("test", d.test)):
         if pair:
             read_parallel_files(pair[0], pair[1], split)
@@ -266,6 +319,8 @@ def check_out(d: Distillation) -> None:
     if not isinstance(saved, dict) or saved.get("format") != RECORD_FORMAT:
         raise UsageError(f"--out {record} is not a record of vanilla-transformer distill; choose another folder")
     ours = d.record()
+    if saved != ours and unstarted(d) is not None:
+        return  # nothing done there yet: `open_folder` starts it over with these arguments
     if saved.get("arguments") != ours["arguments"]:
         before = saved.get("arguments") if isinstance(saved.get("arguments"), dict) else {}
         changed = sorted(name for name, value in ours["arguments"].items() if before.get(name) != value)
@@ -280,25 +335,126 @@ def check_out(d: Distillation) -> None:
                          "were to continue it, or choose another folder")
 
 
+def check_student_recipe(data_args, model_args) -> None:
+    """The student's recipe as the recipe will check it when it starts, hours later: its options that can be checked
+    alone (`build.check_options`) and the model configuration it will build (`build.build_model`: the preset, the
+    architecture options, --config_overrides), with the BPE vocabulary's size standing in for the tokenizer it has
+    not trained yet; a `UsageError` (one line) for a configuration that cannot be."""
+
+
+    check_options(data_args, model_args)
+    check_student_sources(data_args, model_args)
+    if model_args.model_name_or_path is not None:  # a finished architecture, loaded by the recipe
+        return
+    try:
+        VanillaTransformerConfig(**{**PRESETS[data_args.preset].model, **model_args.config_values(),
+                                    "vocab_size": data_args.vocab_size})
+    except (TypeError, ValueError, StrictDataclassError) as error:  # @strict wraps the ValueError of the checks
+        raise UsageError(str(error.__cause__ or error)) from None
+
+
+def check_student_sources(data_args, model_args) -> None:
+    """What the recipe loads instead of building it (`build.build_tokenizer`, `build.build_model`): the tokenizer of
+    --tokenizer_name (else of --model_name_or_path) and the model of --model_name_or_path, loaded or checked now; a
+    `UsageError` (one line) naming the option when one cannot be."""
+
+    name, path = data_args.tokenizer_name, model_args.model_name_or_path
+    if path is not None:
+        if model_args.config_values():
+            raise UsageError(f"--model_name_or_path loads a finished architecture; drop "
+                             f"{', '.join(model_args.config_values())}.")
+        try:
+            if os.path.isdir(path):
+                check_checkpoint(path, need_tokenizer=name is None)
+            else:
+                transformers.AutoConfig.from_pretrained(path)
+        except Exception as error:  # noqa: BLE001  (CheckpointError, the Hub's errors for a name that is none)
+            raise UsageError(f"--model_name_or_path {path} cannot be loaded: {one_line(error)}") from None
+    source, option = (name, "--tokenizer_name") if name is not None else (path, "--model_name_or_path")
+    if source is not None:
+        try:
+            transformers.AutoTokenizer.from_pretrained(source)
+        except Exception as error:  # noqa: BLE001  (the tokenizers library raises bare Exceptions)
+            raise UsageError(f"{option} {source}: its tokenizer cannot be loaded ({one_line(error)})") from None
+
+
 def prepare(d: Distillation) -> Distillation:
-    """Every check before anything is written: the recipe options, the teacher, the corpus, the languages, --out, and the
-    recipe's own parse of the student's options (its usage errors, before hours of translation). Returns the
+    """Every check before anything is written: the recipe options, the teacher (its folder, tokenizer and --device),
+    the corpus (read whole), the languages, --out, and the recipe's own parse and checks of the student's options
+    with the model configuration they build (its usage errors, before hours of translation). Returns the
     distillation with its languages and BLEU tokenization settled."""
     check_recipe_options(d.recipe_options)
     check_teacher(d)
     check_corpus(d)
     d = settle_languages(d)
-    data_args, _, _, _ = parse_arguments(student_options(d))
+    data_args, model_args, _, _ = parse_arguments(student_options(d))
+    check_student_recipe(data_args, model_args)
     d = replace(d, bleu_tokenize=data_args.bleu_tokenize)
     check_out(d)
     return d
 
 
+def unstarted(d: Distillation) -> list[str] | None:
+    """The files of a distillation in --out that never got past the start of the teacher's pass (it failed or was
+    stopped before translating a line: a CUDA device out of memory, a Ctrl-C while loading), all of them written by
+    distill itself: distill.json, the lock, and in teacher/ nothing or the translate command's empty `.partial`
+    with its record of 0 lines. None when --out holds anything else (a line translated, a finished stage, a file of
+    someone else's): such a folder is continued with its own arguments or refused, never cleared."""
+
+    if not os.path.isdir(d.out) or os.path.islink(d.out):
+        return None
+    ours = []
+    for entry in os.scandir(d.out):
+        if entry.name in (RECORD, LOCK_NAME) and entry.is_file(follow_symlinks=False):
+            ours.append(entry.path)
+        elif entry.name != TEACHER or not entry.is_dir(follow_symlinks=False):
+            return None
+    teacher = d.path(TEACHER)
+    if os.path.isdir(teacher):
+        for entry in os.scandir(teacher):
+            if not entry.is_file(follow_symlinks=False):
+                return None
+            if entry.name.endswith(PARTIAL_SUFFIX) and entry.stat().st_size == 0:
+                ours.append(entry.path)
+            elif entry.name.endswith(PROGRESS_SUFFIX) and os.path.isfile(entry.path.removesuffix(PROGRESS_SUFFIX) +
+                                                                         PARTIAL_SUFFIX):
+                try:
+                    progress = read_json(entry.path)
+                except (OSError, ValueError):
+                    return None
+                if not (isinstance(progress, dict) and progress.get("lines") == 0 and progress.get("bytes") == 0):
+                    return None
+                ours.append(entry.path)
+            else:
+                return None
+    return ours
+
+
 def open_folder(d: Distillation) -> None:
-    """--out with its record, and the teacher's folder for the translations."""
+    """--out with its record, and the teacher's folder for the translations. A record of other arguments (or other
+    inputs) that `check_out` let through is that of a distillation that never started (`unstarted`): its files, all
+    distill's, are removed under --out's lock (looked at again there, in case another run started it since), and the
+    distillation starts over with these arguments."""
+    record = d.path(RECORD)
+    if os.path.isfile(record):
+        try:
+            saved = read_json(record)
+        except (OSError, ValueError):
+            saved = None
+        if saved != d.record():
+            with RunLock(d.out, what="--out"):
+                leftovers = unstarted(d)
+                if leftovers is None:
+                    check_out(d)  # its own message for what is there now
+                    raise UsageError(f"--out {d.out} holds a distillation of other arguments; give the same ones "
+                                     "to continue it, or choose another folder")
+                for path in leftovers:
+                    if os.path.basename(path) != LOCK_NAME:  # the lock is ours now, and goes with it
+                        os.remove(path)
+            print(f"Starting over in {d.out}: the distillation there had not translated a line", flush=True)
     os.makedirs(d.path(TEACHER), exist_ok=True)
-    if not os.path.isfile(d.path(RECORD)):
-        write_json(d.path(RECORD), d.record())
+    if not os.path.isfile(record):
+        write_json(record, d.record())
 
 
 def write_json(path: str, value) -> None:

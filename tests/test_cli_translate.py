@@ -331,6 +331,107 @@ def test_a_resumed_run_refuses_a_changed_input_or_other_options_in_one_line(mode
     assert (tmp_path / "mine.txt.partial").read_text() == "my notes\n"
 
 
+def _bad_inputs() -> dict:
+    """Inputs the reader refuses at their first bytes or midway: (name, bytes, the fixed bytes)."""
+    import gzip
+
+    good = corpus_bytes()
+    return {
+        "latin-1": ("in.txt", "one\nzw\xf6lf\nthree\n".encode("latin-1"), "one\nzwölf\nthree\n".encode()),
+        "utf-16": ("in.txt", "one\ntwo\n".encode("utf-16"), b"one\ntwo\n"),
+        "truncated gzip": ("in.txt.gz", gzip.compress(good)[:-30], gzip.compress(good)),
+        "zip": ("in.txt", b"PK\x03\x04" + bytes(range(60)), good),
+        "binary": ("in.txt", b"\x7fELF\x02\x01\x01" + bytes(300), good),
+        "bad after a chunk": ("in.txt", good + b"\r\n\xff\xfe", good),  # the first chunk is translated: kept
+    }
+
+
+@pytest.mark.parametrize("case", list(_bad_inputs()))
+def test_a_run_that_fails_before_a_line_is_done_leaves_nothing_behind(model_dir, tmp_path, capsys, small_chunks,
+                                                                      case):
+    """Bad input found before any line is recorded: one line, and no OUT.partial or record of this run left to
+    refuse the run that follows the fix. A run that recorded lines keeps them, as a kill would."""
+    name, data, fixed = _bad_inputs()[case]
+    source, out = tmp_path / name, tmp_path / "out.txt"
+    source.write_bytes(data)
+    argv = ["translate", "--model", model_dir, "--input", str(source), "--output", str(out), "--num-beams", "1",
+            "--no-progress"]
+    code, _, err = run_cli(argv, capsys)
+    assert code == 1 and "Traceback" not in err and err.count("error:") == 1, err
+    left = sorted(os.listdir(tmp_path))
+    if case == "bad after a chunk":
+        assert left == [name, "out.txt.partial", "out.txt.progress.json"], left
+        assert json.loads((tmp_path / "out.txt.progress.json").read_text())["lines"] > 0
+        return
+    assert left == [name], left
+    source.write_bytes(fixed)  # the hinted fix: the same command now runs
+    code, _, err = run_cli(argv, capsys)
+    assert code == 0, err
+    assert sorted(os.listdir(tmp_path)) == [name, "out.txt"]
+
+
+def test_a_record_of_no_lines_never_blocks_a_changed_input_or_other_options(model_dir, tmp_path, capsys,
+                                                                            small_chunks):
+    source, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_bytes(corpus_bytes())
+    argv = ["translate", "--model", model_dir, "--input", str(source), "--output", str(out), "--num-beams", "1",
+            "--no-progress"]
+    assert _kill_at_record(argv, 2)[0] == -signal.SIGKILL  # killed with 0 lines recorded, a chunk written
+    assert json.loads((tmp_path / "out.txt.progress.json").read_text())["lines"] == 0
+    assert (tmp_path / "out.txt.partial").stat().st_size > 0
+    source.write_bytes(corpus_bytes(CORPUS[:20]))  # another input, and other options: nothing was done to lose
+    code, _, err = run_cli([*argv, "--max-length-b", "3"], capsys)
+    assert code == 0, err
+    assert out.read_text(encoding="utf-8").count("\n") == 20
+    assert sorted(os.listdir(tmp_path)) == ["in.txt", "out.txt"]
+
+
+def _edit(path, offset: int, data: bytes) -> None:
+    """Overwrite `data` at `offset` of the file `path`, as an editor saving it in place would."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+@pytest.mark.parametrize("edit", ["more lines, same size", "fewer lines, same size", "same lines, other bytes",
+                                  "more lines, larger", "gzip member changed"])
+def test_a_partial_changed_since_its_record_is_refused_never_misaligned(model_dir, tmp_path, capsys, small_chunks,
+                                                                         edit):
+    import gzip
+
+    source = tmp_path / "in.txt"
+    source.write_bytes(corpus_bytes())
+    out = tmp_path / ("out.txt.gz" if edit.startswith("gzip") else "out.txt")
+    partial = tmp_path / f"{out.name}.partial"
+    argv = ["translate", "--model", model_dir, "--input", str(source), "--output", str(out), "--num-beams", "1",
+            "--no-progress"]
+    assert _kill_at_record(argv, 4)[0] == -signal.SIGKILL  # 16 lines recorded, 24 written
+    recorded = json.loads((tmp_path / f"{out.name}.progress.json").read_text())
+    assert recorded["lines"] == 16
+    text = partial.read_bytes()
+    if edit == "more lines, same size":  # its first 10 bytes become 5 short lines
+        _edit(partial, 0, b"a\nb\nc\nd\ne\n")
+    elif edit == "fewer lines, same size":  # two lines joined into one
+        _edit(partial, text.index(b"\n"), b" ")
+    elif edit == "same lines, other bytes":  # a translation corrected in place: as many lines, the same size
+        _edit(partial, 0, b"X" if text[:1] != b"X" else b"Y")
+    elif edit == "more lines, larger":
+        partial.write_bytes(b"a line of mine\n" + text)
+    else:  # the first gzip member holds other text
+        member = gzip.compress(b"x\n" * 8, mtime=0)
+        partial.write_bytes(member + text[len(member):] if len(member) < len(text) else member)
+    edited = partial.read_bytes()
+    code, _, err = run_cli(argv, capsys)
+    line = err.strip().splitlines()[-1]
+    assert code == 2 and "Traceback" not in err, err
+    assert f"{partial} was changed since it was recorded" in line and "give --overwrite to start again" in line, line
+    assert partial.read_bytes() == edited and not out.exists()  # refused: nothing touched, nothing finished
+    code, _, err = run_cli([*argv, "--overwrite"], capsys)  # started again
+    assert code == 0, err
+    result = gzip.decompress(out.read_bytes()) if out.name.endswith(".gz") else out.read_bytes()
+    assert result.count(b"\n") == len(CORPUS)
+
+
 @pytest.mark.slow  # three corpus runs
 def test_memory_stays_flat_on_a_file_ten_times_larger(model_dir, tmp_path, capsys, monkeypatch):
     import tracemalloc

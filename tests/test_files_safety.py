@@ -848,6 +848,110 @@ def _on_fd2(function, *args):
     function(*args)
 
 
+@pytest.mark.parametrize("how", ["--input", "sentences"])
+def test_an_output_where_no_file_can_be_made_is_one_line_naming_the_users_path(model_dir, tmp_path, capsys, how):
+    """/proc takes no new files (ENOENT, an errno no full disk gives): the line names --output, never OUT.partial
+    or a staging file."""
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("needs Linux's /proc")
+    source = tmp_path / "in.txt"
+    source.write_text("seventeen\neleven\n")
+    what = ["--input", source] if how == "--input" else ["seventeen"]
+    code, out, err = _translate(["--model", model_dir, *what, "--output", "/proc/x.de", "--no-progress"], capsys)
+    line = _one_error_line(code, out, err)
+    assert ".partial" not in line and ".staging-" not in line and "/proc/x.de" in line, line
+    if code == 1:  # root passes the check of a writable folder, and then cannot make the file
+        assert line.endswith("error: Cannot write to /proc/x.de: No such file or directory."), line
+    else:
+        assert code == 2 and "cannot be written" in line, line
+
+
+def test_every_write_error_of_a_resumable_or_staged_output_names_the_users_path(tmp_path, monkeypatch):
+    """Whatever the errno (a folder removed meanwhile, an I/O error), an error on the output's own files is one
+    line naming the output the user gave."""
+    from vanilla_transformer.files import resumable, staged_file, staging
+    from vanilla_transformer.files.resumable import ResumableOutput
+
+    source = tmp_path / "in.txt"
+    source.write_text("one\ntwo\n")
+    folder = tmp_path / "gone"
+    folder.mkdir()
+    output = ResumableOutput(folder / "out.txt", source=source, options={})
+    assert output.check() == 0
+    folder.rmdir()  # between the check and the work
+    with pytest.raises(OutputError) as raised:
+        output.__enter__()
+    assert str(raised.value) == f"Cannot write to {folder / 'out.txt'}: No such file or directory."
+    folder.mkdir()
+    real_write = os.write
+
+    def broken_disk(fd, data):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".partial"):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(resumable.os, "write", broken_disk)
+    output = ResumableOutput(folder / "out.txt", source=source, options={})
+    output.check()
+    with pytest.raises(OutputError) as raised, output:
+        output.append(["eins"])
+    assert str(raised.value) == f"Cannot write to {folder / 'out.txt'}: Input/output error."
+    assert os.listdir(folder) == []  # nothing recorded: what it made is gone
+    monkeypatch.setattr(staging, "check_output_file", lambda *args, **kwargs: None)
+    with pytest.raises(OutputError) as raised, staged_file(tmp_path / "missing" / "out.txt") as f:
+        f.write("never")
+    assert str(raised.value) == f"Cannot write to {tmp_path / 'missing' / 'out.txt'}: No such file or directory."
+
+
+def test_a_resumable_output_removes_only_what_a_run_that_did_nothing_made(tmp_path):
+    """A run stopped before any line is recorded removes the OUT.partial and record it made; an earlier run's, or
+    a run's that recorded lines, stay."""
+    from vanilla_transformer.files.resumable import ResumableOutput
+
+    source = tmp_path / "in.txt"
+    source.write_text("one\ntwo\nthree\n")
+    out = tmp_path / "out.txt"
+
+    def stopped(lines_first: list[str]):
+        output = ResumableOutput(out, source=source, options={})
+        output.check()
+        with pytest.raises(KeyboardInterrupt), output:
+            if lines_first:
+                output.append(lines_first)
+            raise KeyboardInterrupt
+
+    stopped([])
+    assert sorted(os.listdir(tmp_path)) == ["in.txt"]
+    (tmp_path / "out.txt.partial").write_bytes(b"")  # an empty file of the user's: taken over, never removed
+    stopped([])
+    assert sorted(os.listdir(tmp_path)) == ["in.txt", "out.txt.partial"]
+    stopped(["eins"])
+    assert sorted(os.listdir(tmp_path)) == ["in.txt", "out.txt.partial", "out.txt.progress.json"]
+    assert (tmp_path / "out.txt.partial").read_bytes() == b"eins\n"
+
+
+def test_a_record_without_a_digest_still_refuses_a_partial_with_other_lines(tmp_path):
+    """A record written before records held the partial's SHA-256: the line count is still checked."""
+    from vanilla_transformer.files.resumable import ResumableOutput
+
+    source = tmp_path / "in.txt"
+    source.write_text("one\ntwo\nthree\n")
+    out = tmp_path / "out.txt"
+    output = ResumableOutput(out, source=source, options={})
+    output.check()
+    with output:
+        output.append(["eins", "zwei"])
+    record_path = tmp_path / "out.txt.progress.json"
+    record = json.loads(record_path.read_text())
+    del record["sha256"]
+    record_path.write_text(json.dumps(record))
+    assert ResumableOutput(out, source=source, options={}).check() == 2  # as recorded: continued
+    (tmp_path / "out.txt.partial").write_bytes(b"e\nzs\nzwei\n")  # as large, one line more
+    with pytest.raises(OutputError, match="now hold 3"):
+        ResumableOutput(out, source=source, options={}).check()
+    assert ResumableOutput(out, source=source, options={}, overwrite=True).check() == 0
+
+
 def test_translate_input_is_split_on_newlines_only_as_wc_counts(model_dir, tmp_path, capsys):
     lines = ["two hundred\rand five", "seventeen\x0c eleven", "ninety\u2028nine", "", "eleven\u0085twelve", "six"]
     source = tmp_path / "in.txt"

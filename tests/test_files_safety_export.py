@@ -195,6 +195,46 @@ def test_the_export_records_the_tokenizer_and_a_replaced_tokenizer_is_refused(ex
         reference, reference_tokenizer, SENTENCES, num_beams=1, max_new_tokens=8)
 
 
+def _a_token_renamed(folder) -> None:
+    """Rename, in the folder's tokenizer.json, the token its first merge makes (valid JSON, as an editor leaves it):
+    the merge then names a token the vocabulary no longer has."""
+    path = folder / "tokenizer.json"
+    tokenizer = json.loads(path.read_text(encoding="utf-8"))
+    merge = tokenizer["model"]["merges"][0]
+    made = "".join(merge) if isinstance(merge, list) else merge.replace(" ", "")
+    vocab = tokenizer["model"]["vocab"]
+    vocab[made + "x"] = vocab.pop(made)
+    path.write_text(json.dumps(tokenizer), encoding="utf-8")
+
+
+@pytest.mark.parametrize("damage", ["a token renamed", "not JSON", "tokenizer_config.json not JSON"])
+@pytest.mark.parametrize("kind", ["pytorch", "ctranslate2 without fingerprint"])
+def test_a_tokenizer_that_cannot_be_loaded_is_one_line_naming_its_file(checkpoint, exported, tmp_path, capsys, kind,
+                                                                       damage):
+    from vanilla_transformer.checkpoints.load import load_tokenizer
+
+    folder = tmp_path / "damaged"
+    shutil.copytree(checkpoint if kind == "pytorch" else exported, folder)
+    (folder / TOKENIZER_FINGERPRINT).unlink(missing_ok=True)  # an export of before fingerprints: nothing checks it
+    broken = folder / ("tokenizer_config.json" if damage.startswith("tokenizer_config") else "tokenizer.json")
+    if damage == "a token renamed":
+        _a_token_renamed(folder)
+    else:
+        broken.write_text('{"model": {"vocab": ', encoding="utf-8")
+    code, line = translate_line(folder, capsys)
+    assert code == 1 and str(broken) in line, line
+    if damage == "a token renamed":
+        assert "cannot be loaded as a tokenizer (Token" in line and "out of vocabulary" in line, line
+    if kind != "pytorch":  # the loader of a CTranslate2 folder's tokenizer, called alone
+        with pytest.raises(CheckpointError, match=str(broken)):
+            load_tokenizer(str(folder))
+    elif damage == "a token renamed":  # the export reads the tokenizer too: one line, nothing written
+        code, out, err = export([folder, tmp_path / "ct2"], capsys)
+        line = one_error_line(code, out, err)
+        assert code == 1 and f"{broken} cannot be loaded as a tokenizer" in line, line
+        assert sorted(os.listdir(tmp_path)) == ["damaged"]
+
+
 def test_a_folder_exported_before_fingerprints_still_loads(exported, tmp_path):
     older = tmp_path / "older"
     shutil.copytree(exported, older)

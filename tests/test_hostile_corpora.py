@@ -239,6 +239,37 @@ def test_undecodable_files_get_a_hint_that_fits_them(tmp_path, name, data, hint)
     assert str(path) in message and hint in message and "latin1" not in message and "\n" not in message, message
 
 
+def _program_head() -> bytes:
+    """The first 2,000 bytes of this Python's executable (ELF on Linux, Mach-O on macOS): a binary file."""
+    with open(os.path.realpath(sys.executable), "rb") as f:
+        return f.read(2000)
+
+
+NUL_CASES = [
+    ("program.en", _program_head(), "binary file", "UTF-16"),  # NULs everywhere: no text form puts them so
+    ("zeros.en", bytes(4096), "binary file", "UTF-16"),
+    ("program.en.gz", gzip.compress(_program_head()), "binary file", "UTF-16"),
+    ("image.en", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x01\x00\x00\x00\x01\x00\x08\x06\x00\x00\x00", "binary file",
+     "UTF-16"),
+    ("utf32le.en", "one\ntwo\n".encode("utf-32-le"), "UTF-32", "binary"),
+    ("utf32be.en", "eins\nzwei für\n".encode("utf-32-be"), "UTF-32", "binary"),
+    ("utf32bom.en", "one\ntwo\n".encode("utf-32"), "UTF-32", "binary"),
+    ("utf16cjk.en", "这是中文。\n那是日本語。\n".encode("utf-16-le"), "UTF-16", "binary"),  # NULs at newlines only
+]
+
+
+@pytest.mark.parametrize("name, data, hint, not_said", NUL_CASES, ids=[case[0] for case in NUL_CASES])
+def test_nul_bytes_get_the_hint_of_the_form_that_puts_them_there(tmp_path, name, data, hint, not_said):
+    """A UTF-16 or UTF-32 hint only where the NULs follow that form's pattern (every second or fourth byte, on one
+    side); NULs anywhere else are a binary file's."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(TextFileError) as raised:
+        read_text_lines(path, "--input file")
+    message = str(raised.value)
+    assert str(path) in message and hint in message and not_said not in message and "\n" not in message, message
+
+
 def test_languages_are_never_read_from_a_compression_suffix():
     assert language_from_extension("data/train.en.gz") == "en"
     assert language_from_extension("data/train.de.xz") == "de"

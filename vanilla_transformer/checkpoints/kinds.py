@@ -7,6 +7,7 @@ beside config.json, and is told without torch or transformers. A folder of anoth
 refused with one line naming what it holds and what is needed.
 """
 
+import contextlib
 import json
 import os
 
@@ -103,3 +104,38 @@ def describe(kinds) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
 
 
+# The files a saved tokenizer is read from, in the order a damaged one is looked for
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
+
+
+def _unreadable_json(path: str) -> str | None:
+    """The first of the folder's `TOKENIZER_FILES` that is there and is not JSON, or None."""
+    for name in TOKENIZER_FILES:
+        file = os.path.join(path, name)
+        if os.path.isfile(file):
+            try:
+                with open(file, encoding="utf-8") as f:
+                    json.load(f)
+            except (OSError, UnicodeDecodeError, ValueError):
+                return file
+    return None
+
+
+@contextlib.contextmanager
+def tokenizer_errors(path: str):
+    """Whatever a tokenizer library raises while loading the tokenizer of the folder `path` (tokenizers' plain
+    `Exception` for a token missing from the vocabulary, a JSON error, transformers' OSError for a missing file, a
+    sentencepiece error) becomes a `CheckpointError`: one line naming the file that is damaged (the first tokenizer
+    file that is not JSON, else tokenizer.json, which holds the vocabulary and merges) and what is wrong with it."""
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except Exception as error:  # re-raised as one line: the libraries' errors have no common type
+        file = _unreadable_json(path)
+        if file is None and os.path.isfile(os.path.join(path, "tokenizer.json")):
+            file = os.path.join(path, "tokenizer.json")
+        where = file or f"the tokenizer of {path}"
+        raise CheckpointError(f"{where} cannot be loaded as a tokenizer ({one_line(error)}): the file is damaged; "
+                              f"copy the tokenizer files back from where {path} was saved or exported "
+                              "(tokenizer.save_pretrained).") from None

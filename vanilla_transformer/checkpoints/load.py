@@ -29,7 +29,7 @@ from vanilla_transformer.checkpoints.agreement import (
     check_pytorch_tokenizer,
     warn_changed_files,
 )
-from vanilla_transformer.checkpoints.kinds import CheckpointError, check_folder_kind, folder_kind
+from vanilla_transformer.checkpoints.kinds import CheckpointError, check_folder_kind, folder_kind, tokenizer_errors
 from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator, check_tokenizer_fingerprint
 
 # The tokenizer class transformers writes into tokenizer_config.json for every fast tokenizer it saves
@@ -114,15 +114,18 @@ def load_tokenizer(path: str):
     (`FAST_TOKENIZER_CLASS` in tokenizer_config.json, no remote code) is loaded by that class, which is where
     `AutoTokenizer` ends for such a folder (its config.json is CTranslate2's, of no model type); `AutoTokenizer`
     would first read that config with transformers' model configuration classes, which import torch. Any other
-    tokenizer is loaded by `AutoTokenizer`."""
+    tokenizer is loaded by `AutoTokenizer`. One that cannot be loaded is one `CheckpointError` line
+    (`tokenizer_errors`)."""
     try:
         with open(os.path.join(path, "tokenizer_config.json"), encoding="utf-8") as f:
             config = json.load(f)
     except (OSError, UnicodeDecodeError, ValueError):
         config = None
-    if isinstance(config, dict) and config.get("tokenizer_class") == FAST_TOKENIZER_CLASS and "auto_map" not in config:
-        return getattr(transformers, FAST_TOKENIZER_CLASS).from_pretrained(path)
-    return transformers.AutoTokenizer.from_pretrained(path)
+    with tokenizer_errors(path):
+        if (isinstance(config, dict) and config.get("tokenizer_class") == FAST_TOKENIZER_CLASS
+                and "auto_map" not in config):
+            return getattr(transformers, FAST_TOKENIZER_CLASS).from_pretrained(path)
+        return transformers.AutoTokenizer.from_pretrained(path)
 
 
 __all__ = ["ENGINES", "LoadedCheckpoint", "load_checkpoint", "load_tokenizer"]

@@ -7,6 +7,7 @@ import torch
 import transformers
 
 from vanilla_transformer.checkpoints import AUTO_CLASS_OF_KIND
+from vanilla_transformer.checkpoints.kinds import tokenizer_errors
 from vanilla_transformer.checkpoints.validate import check_checkpoint
 from vanilla_transformer.registration import register
 
@@ -31,7 +32,10 @@ def load_pytorch_folder(path: str, kind: str, device: str | torch.device | None,
     check_checkpoint(path, need_tokenizer=need_tokenizer)
     auto_class = getattr(transformers, AUTO_CLASS_OF_KIND[kind])
     model = auto_class.from_pretrained(path).to(device).eval()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(path) if need_tokenizer else None
+    tokenizer = None
+    if need_tokenizer:
+        with tokenizer_errors(path):  # a damaged tokenizer file: one line naming it
+            tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     return model, tokenizer, device
 
 

@@ -166,16 +166,16 @@ def staged_folder(target, *, overwrite: bool = False, inputs=(), overwrite_flag:
     shown = os.fspath(target)
     target = os.path.abspath(shown)
     parent, name = os.path.split(target)
-    with writing_errors(shown):
+    holder = os.path.join(parent, staging_name(name))
+    with writing_errors(shown, every_os_error=True):  # every call here makes the output's place
         os.makedirs(parent, exist_ok=True)
         for line in clean_stale_staging(parent, name):
             print(line, file=sys.stderr)
-        holder = os.path.join(parent, staging_name(name))
         shutil.rmtree(holder, ignore_errors=True)
         os.mkdir(holder)
     staging = os.path.join(holder, name)
     try:
-        with writing_errors(shown):
+        with writing_errors(shown, owned=(holder, target)):
             os.mkdir(staging)
             yield staging
             check_output_folder(shown, overwrite=overwrite, inputs=inputs, overwrite_flag=overwrite_flag)  # again
@@ -218,13 +218,22 @@ def staged_file(path, *, inputs=(), what: str = "--output", overwrite: bool = Fa
     parent, name = os.path.split(path)
     staging = os.path.join(parent, staging_name(name))
     try:
-        with writing_errors(shown):
+        with writing_errors(shown, every_os_error=True):  # the staging file made: every call here is on the output
             for line in clean_stale_staging(parent, name):
                 print(line, file=sys.stderr)
-            with open(staging, "w" if encoding else "wb", encoding=encoding) as f:
+            f = open(staging, "w" if encoding else "wb", encoding=encoding)
+        try:
+            with writing_errors(shown, owned=(staging, path)):  # the body reads its inputs too: errno or name
                 yield f
+            with writing_errors(shown, every_os_error=True):
                 f.flush()
                 os.fsync(f.fileno())
+                f.close()
+        finally:
+            if not f.closed:  # after an error, which is what the user is told: closing must not replace it
+                with contextlib.suppress(OSError):
+                    f.close()
+        with writing_errors(shown, every_os_error=True):
             os.replace(staging, path)
             fsync_folder(parent)
     finally:

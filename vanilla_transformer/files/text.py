@@ -156,25 +156,64 @@ def _read_chunk(stream, name: str, what: str, compression: str | None = None) ->
 
 
 UTF16_HINT = " (it looks like UTF-16: convert it with iconv -f UTF-16 -t UTF-8)"
+UTF32_HINT = " (it looks like UTF-32: convert it with iconv -f UTF-32 -t UTF-8)"
+BINARY_HINT = " (it holds NUL bytes: it looks like a binary file, not text)"
+LATIN1_HINT = "; convert it to UTF-8 (e.g. iconv -f latin1 -t UTF-8 for Latin-1 text)"
+SAMPLE_BYTES = 4096
+
+
+def _nul_share(data: bytes) -> float:
+    return data.count(0) / len(data) if data else 0.0
+
+
+def _unicode_form(head: bytes, strict: bool) -> str | None:
+    """"UTF-16" or "UTF-32" when the first bytes are text in that form: a byte-order mark, or NULs where that form
+    puts them and nowhere else. UTF-32 holds each character in 4 bytes whose highest is always 0 (and the next one for
+    any character below U+10000), the lowest rarely; UTF-16 in 2 bytes whose high byte is 0 for ASCII and Latin-1, the
+    low byte rarely. A binary file (a program, an image, a file of zeros) has its NULs at every position, so it is none
+    of them. `strict`: the NULs must also be dense (a third of their positions or more, as ASCII text in UTF-16 makes
+    them), for text that is valid UTF-8 apart from them; otherwise two NULs, all on one side, suffice (a hint for bytes
+    that are no UTF-8 anyway: text in UTF-16 of a script without ASCII has a NUL at each newline only)."""
+    if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+        return "UTF-32"
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "UTF-16"
+    sample = head[:SAMPLE_BYTES]
+    quarters = [_nul_share(sample[: len(sample) // 4 * 4][i::4]) for i in range(4)]
+    if len(sample) >= 8 and ((min(quarters[2:]) >= 0.9 and quarters[0] <= 0.1)  # little-endian: the high bytes last
+                             or (min(quarters[:2]) >= 0.9 and quarters[3] <= 0.1)):
+        return "UTF-32"
+    pairs = sample[: len(sample) // 2 * 2]
+    if len(pairs) < 4:
+        return None
+    even, odd = pairs[0::2].count(0), pairs[1::2].count(0)
+    high, low = max(even, odd), min(even, odd)
+    dense = high * 3 >= len(pairs) // 2
+    if high >= 2 and low * 10 <= high and (dense or not strict):
+        return "UTF-16"
+    return None
+
+
+def _full_of_nuls(head: bytes) -> bool:
+    """A NUL in at least a third of the even or of the odd bytes: ASCII text in UTF-16, or a binary file."""
+    sample = head[:SAMPLE_BYTES]
+    return len(sample) >= 4 and max(sample[0::2].count(0), sample[1::2].count(0)) * 3 >= len(sample) // 2
 
 
 def _looks_like_utf16_or_32(head: bytes) -> bool:
-    """Text in UTF-16 or UTF-32: a byte-order mark, or a NUL in at least a third of the even or of the odd bytes
-    (ASCII text in UTF-16 is valid UTF-8 with a NUL beside every character)."""
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return True
-    sample = head[:4096]
-    if len(sample) < 4:
-        return False
-    return max(sample[0::2].count(0), sample[1::2].count(0)) * 3 >= len(sample) // 2
+    """Text in UTF-16 or UTF-32 (`_unicode_form`, strict)."""
+    return _unicode_form(head, strict=True) is not None
+
+
+def _nul_hint(head: bytes, strict: bool) -> str:
+    form = _unicode_form(head, strict)
+    return UTF32_HINT if form == "UTF-32" else UTF16_HINT if form == "UTF-16" else BINARY_HINT
 
 
 def _decoding_hint(head: bytes) -> str:
-    if _looks_like_utf16_or_32(head):
-        return UTF16_HINT
-    if b"\x00" in head[:4096]:
-        return " (it holds NUL bytes: it looks like a binary file, not text)"
-    return "; convert it to UTF-8 (e.g. iconv -f latin1 -t UTF-8 for Latin-1 text)"
+    if _unicode_form(head, strict=False) is not None or b"\x00" in head[:SAMPLE_BYTES]:
+        return _nul_hint(head, strict=False)
+    return LATIN1_HINT
 
 
 def text_lines(path_or_stream, what: str = "input file", digest=None) -> Iterator[str]:
@@ -197,10 +236,11 @@ def text_lines(path_or_stream, what: str = "input file", digest=None) -> Iterato
                 digest.update(chunk)
             if head is None:
                 head = chunk[:4096]
-                if (_looks_like_utf16_or_32(head) and b"\x00" in head
-                        and not head.startswith((b"\xff\xfe", b"\xfe\xff"))):  # no mark: UTF-8 full of NULs
+                # valid UTF-8 full of NULs (no byte-order mark, which is no UTF-8): UTF-16 or UTF-32, or binary
+                if (b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff"))
+                        and (_full_of_nuls(head) or _looks_like_utf16_or_32(head))):
                     raise TextFileError(f"The {what} {name} is not UTF-8 text: byte {head.index(0)} (0x00) is a "
-                                        f"NUL{UTF16_HINT}.")
+                                        f"NUL{_nul_hint(head, strict=True)}.")
                 if chunk.startswith(BOM):
                     chunk, offset = chunk[len(BOM):], len(BOM)
             data = rest + chunk

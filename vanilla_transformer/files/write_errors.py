@@ -1,6 +1,7 @@
 """Errors while writing: a full disk, a read-only or unwritable folder, a path too long become one line naming the
 user's path (`Cannot write to PATH: REASON.`), whatever library raised them (Python, torch.save, safetensors,
-tokenizers)."""
+tokenizers); so does any error on the output's own hidden files (its staging file or folder, `OUT.partial`), which
+the user never named."""
 
 import contextlib
 import errno
@@ -24,12 +25,29 @@ WRITE_ERROR_TEXTS = ("PytorchStreamWriter failed", "basic_ios::clear", "iostream
 RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 
-def write_error_message(error: BaseException, path) -> str | None:
+def _names_one_of(error: OSError, owned) -> bool:
+    """Does `error` name one of the paths `owned` (the files and folders of an output: its hidden staging file or
+    folder, `OUT.partial`), or a file inside one of them?"""
+    places = [os.path.realpath(os.path.abspath(os.fspath(place))) for place in owned]
+    for name in (error.filename, error.filename2):
+        if not isinstance(name, (str, bytes, os.PathLike)):
+            continue
+        named = os.path.realpath(os.path.abspath(os.fsdecode(name)))
+        if any(named == place or named.startswith(place.rstrip(os.sep) + os.sep) for place in places):
+            return True
+    return False
+
+
+def write_error_message(error: BaseException, path, owned=(), every_os_error: bool = False) -> str | None:
     """One line for an error that means `path` (the user's output file or folder) cannot be written (full disk,
     read-only, no permission, name too long), else None. The hidden staging files it may name are left out: the
-    user's path is what the user knows."""
-    if isinstance(error, OSError) and error.errno in WRITE_ERRNOS:
-        reason = error.strerror or os.strerror(error.errno)
+    user's path is what the user knows.
+
+    Any OSError that names one of `owned` (the output's own hidden files and folders, or a file inside one) is such an
+    error whatever its errno (a folder that vanished, /proc, an I/O error), and so is every OSError when
+    `every_os_error` (a block whose every system call is on the output)."""
+    if isinstance(error, OSError) and (error.errno in WRITE_ERRNOS or every_os_error or _names_one_of(error, owned)):
+        reason = error.strerror or (os.strerror(error.errno) if error.errno else one_line(error))
         return f"Cannot write to {os.fspath(path)}: {reason}."
     rust = RUST_OS_ERROR.search(one_line(error))
     if rust and int(rust.group(1)) in WRITE_ERRNOS:
@@ -44,16 +62,17 @@ def write_error_message(error: BaseException, path) -> str | None:
 
 
 @contextlib.contextmanager
-def writing_errors(path):
+def writing_errors(path, *, owned=(), every_os_error: bool = False):
     """Turn an error that means `path` cannot be written (OSError ENOSPC, EDQUOT, EFBIG, EROFS, EACCES, EPERM,
-    ENOTDIR, ENAMETOOLONG; torch's, safetensors' and tokenizers' words for them) into an `OutputError` naming `path`,
-    in one line."""
+    ENOTDIR, ENAMETOOLONG; torch's, safetensors' and tokenizers' words for them; any OSError naming one of `owned`, or
+    any OSError at all with `every_os_error`: see `write_error_message`) into an `OutputError` naming `path`, in one
+    line."""
     try:
         yield
     except Exception as error:  # re-raised unless it means the path cannot be written
         if isinstance(error, (OutputError, TextFileError)):
             raise
-        message = write_error_message(error, path)
+        message = write_error_message(error, path, owned, every_os_error)
         if message is None:
             raise
         raise OutputError(message) from None

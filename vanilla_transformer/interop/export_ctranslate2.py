@@ -40,7 +40,7 @@ import torch
 from transformers import AutoTokenizer, GenerationConfig
 
 from vanilla_transformer.cards.model_card import card_languages
-from vanilla_transformer.checkpoints.kinds import CheckpointError
+from vanilla_transformer.checkpoints.kinds import CheckpointError, tokenizer_errors
 from vanilla_transformer.checkpoints.load import load_checkpoint
 from vanilla_transformer.configuration_vanilla_transformer import ACTIVATIONS
 from vanilla_transformer.decoding import positions_read
@@ -244,7 +244,8 @@ def load_export_tokenizer(tokenizer, checkpoint: Path | None):
             raise ExportError(f"{folder} has no tokenizer (tokenizer.json or tokenizer_config.json); the exported "
                               "folder needs one to turn text into tokens. Save it there with "
                               "tokenizer.save_pretrained.")
-        return AutoTokenizer.from_pretrained(folder)
+        with tokenizer_errors(str(folder)):  # a damaged tokenizer file: one line naming it
+            return AutoTokenizer.from_pretrained(folder)
     return tokenizer
 
 

@@ -21,6 +21,7 @@ import sys
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+from vanilla_transformer.checkpoints.kinds import tokenizer_errors
 from vanilla_transformer.checkpoints.validate import check_checkpoint
 from vanilla_transformer.files import check_output_folder, staged_folder
 
@@ -91,7 +92,9 @@ def average_checkpoints(checkpoints: list[str], output_dir: str | None = None, o
         with staged_folder(output_dir, overwrite=overwrite, inputs=checkpoints) as folder:
             model.save_pretrained(folder)
             if os.path.isfile(os.path.join(checkpoints[-1], "tokenizer_config.json")):
-                AutoTokenizer.from_pretrained(checkpoints[-1]).save_pretrained(folder)
+                with tokenizer_errors(checkpoints[-1]):  # a damaged tokenizer file: one line naming it
+                    tokenizer = AutoTokenizer.from_pretrained(checkpoints[-1])
+                tokenizer.save_pretrained(folder)
     return model
 
 

@@ -395,9 +395,14 @@ def test_an_architecture_option_that_disagrees_with_the_resumed_checkpoint_is_on
     ("max_train_minutes", "nan", "--max_train_minutes must be a finite number, got nan", "recipe"),
     ("max_train_minutes", "inf", "--max_train_minutes must be a finite number, got inf", "recipe"),
     ("learning_rate", "nan", "--learning_rate must be a finite number, got nan", "recipe"),
-    ("label_smoothing_factor", "-0.1", "--label_smoothing_factor must be 0 or more, got -0.1", "recipe"),
+    ("label_smoothing_factor", "-0.1", "--label_smoothing_factor must be from 0 to below 1, got -0.1", "recipe"),
+    ("label_smoothing_factor", "2", "--label_smoothing_factor must be from 0 to below 1, got 2.0", "recipe"),
+    ("dropout", "1", "--dropout must be from 0 to below 1, got 1.0", "recipe"),
+    ("ffn_dim", "-1", "--ffn_dim must be at least 1, got -1", "recipe"),
+    ("d_model", "0", "--d_model must be at least 1, got 0", "recipe"),
+    ("max_target_length", "0", "--max_target_length must be at least 1, got 0", "recipe"),
     ("weight_decay", "inf", "--weight_decay must be a finite number, got inf", "recipe"),
-    ("max_source_length", "-5", "--max_source_length must be 0 or more, got -5", "recipe"),
+    ("max_source_length", "-5", "--max_source_length must be at least 1, got -5", "recipe"),
     ("bpe_dropout", "nan", "--bpe_dropout must be at least 0 and below 1, got nan", "argparse"),  # its own check
 ])
 def test_a_number_option_that_is_not_finite_or_in_range_is_one_line_at_parse_time(option, value, words, checked_by,
@@ -432,6 +437,20 @@ def test_what_a_killed_run_made_stays_ours_and_a_finished_run_records_its_logs(t
     code, _, err = train([*argv, "--overwrite_output_dir", "true"], capsys)
     line = train_usage_error(code, err)
     assert "runs/mine.txt" in line, line
+
+
+def test_runs_again_and_again_into_one_folder_keep_their_logs_ours(tmp_path, capsys):
+    """Each run with --overwrite_output_dir adds its TensorBoard logs to the runs/ folder of the earlier ones: what
+    it adds inside a folder it found is recorded as this project's, so the run after it is not refused."""
+    pytest.importorskip("tensorboard")
+    out = tmp_path / "run"
+    argv = ["--output_dir", str(out), *tiny(max_steps=2, save_steps=2, report_to="tensorboard")]
+    for again in range(3):
+        code, _, err = train([*argv, *(["--overwrite_output_dir", "true"] if again else [])], capsys)
+        assert code == 0, err
+        assert not foreign_entries(out)
+    logs = [key for key in read_manifest(out) if key.startswith("runs/")]
+    assert len({key.split("/")[1] for key in logs}) == len(os.listdir(out / "runs")) >= 1, logs
 
 
 def test_a_runs_checkpoints_and_final_model_get_the_permissions_of_the_umask(earlier_run):

@@ -40,6 +40,7 @@ class RunLock:
         self.what = what
         self.fd = None
         self.found = None  # the top-level entries there before this run
+        self.found_inside = {}  # of those that are folders, the files under each
         self.message = None  # set when a stale lock was taken over
 
     def acquire(self) -> "RunLock":
@@ -70,6 +71,11 @@ class RunLock:
             before_killed_run = run_entries(self.folder)
             self.found = sorted(name for name in os.listdir(self.folder) if name != LOCK_NAME and (
                 before_killed_run is None or name in before_killed_run))
+            # and what is in those of them that are folders: a run adds to some of ours (TensorBoard's runs/ of the
+            # earlier runs)
+            self.found_inside = {name: _files_under(os.path.join(self.folder, name)) for name in self.found
+                                 if os.path.isdir(os.path.join(self.folder, name))
+                                 and not os.path.islink(os.path.join(self.folder, name))}
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
             record = {"process": os.getpid(), "host": socket.gethostname(), "found": self.found}
@@ -79,13 +85,20 @@ class RunLock:
         return self
 
     def release(self) -> None:
-        """Record what this run made at the top of the folder in its manifest, then remove the lock."""
+        """Record what this run made in the folder (at its top, and inside the folders it found there) in its
+        manifest, then remove the lock."""
         if self.fd is None:
             return
         with contextlib.suppress(OSError):  # a folder that cannot take the record keeps its lock file: still ours
             made = [name for name in os.listdir(self.folder) if name not in self.found
                     and name not in (LOCK_NAME, MANIFEST_NAME) and not HELD_BY.match(name)
                     and read_manifest(os.path.join(self.folder, name)) is None]
+            recorded = read_manifest(self.folder) or {}
+            for name, before in self.found_inside.items():  # what this run added inside a folder of ours it found
+                path = os.path.join(self.folder, name)
+                if (os.path.isdir(path) and read_manifest(path) is None
+                        and any(key.startswith(name + "/") for key in recorded)):
+                    made += [os.path.join(name, entry) for entry in sorted(_files_under(path) - before)]
             if made:
                 record_entries(self.folder, made)
             os.unlink(self.path)
@@ -114,6 +127,12 @@ def check_run_folder(folder, *, resuming: bool, what: str = "--output_dir",
     raise OutputError(f"{what} {os.fspath(folder)} holds files this project did not write (or that changed since): "
                       f"{describe(foreign)}; a run writes its model there, and {overwrite_flag} removes only what "
                       f"this project wrote: move them away, or choose another {what}.")
+
+
+def _files_under(folder: str) -> set[str]:
+    """The files under `folder`, as paths relative to it (a run may add one to a subfolder of an earlier run's:
+    TensorBoard writes the runs of one second into one folder)."""
+    return {os.path.relpath(os.path.join(root, name), folder) for root, _, names in os.walk(folder) for name in names}
 
 
 def _holder(text: str) -> str:

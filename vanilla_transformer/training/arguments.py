@@ -263,11 +263,20 @@ DATACLASS_TYPES = (DataArguments, ModelArguments, TranslationTrainingArguments)
 TOKENIZER_CONFIG_KEYS = ("vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 
 
+# counts that are at least 1 whatever their default (None: the preset's): a width, a number of layers or heads, the
+# tokens of a sentence (its </s> among them)
+AT_LEAST_ONE = ("d_model", "encoder_layers", "decoder_layers", "attention_heads", "ffn_dim", "max_source_length",
+                "max_target_length")
+# probabilities of dropping or smoothing: 1 would leave nothing to learn from
+FRACTIONS = ("dropout", "attention_dropout", "activation_dropout", "label_smoothing_factor")
+
+
 def check_number_options(*settings) -> None:
     """Raise ValueError (one line naming the option) for a number in the dataclasses `settings` (the parsed options
     of a command built on `HfArgumentParser`, e.g. the training recipe's) that is not finite (nan, inf), or that is
     negative where the option's default is not: a number option's range starts where its default does (a default
-    of -1 or None marks options whose negative values or absence mean something)."""
+    of -1 or None marks options whose negative values or absence mean something); `AT_LEAST_ONE` below 1, or
+    `FRACTIONS` outside [0, 1)."""
     for group in settings:
         for option in dataclasses.fields(group):
             value = getattr(group, option.name, None)
@@ -275,6 +284,10 @@ def check_number_options(*settings) -> None:
                 continue
             if not math.isfinite(value):
                 raise ValueError(f"--{option.name} must be a finite number, got {value}")
+            if option.name in AT_LEAST_ONE and value < 1:
+                raise ValueError(f"--{option.name} must be at least 1, got {value}")
+            if option.name in FRACTIONS and not 0 <= value < 1:
+                raise ValueError(f"--{option.name} must be from 0 to below 1, got {value}")
             default = option.default
             if (value < 0 and isinstance(default, (int, float)) and not isinstance(default, bool)
                     and default >= 0):
@@ -384,6 +397,9 @@ def parse_arguments(argv: list[str] | None = None):
     preset_parser.add_argument("--d_model", "--d-model", type=int)  # the widths the precision is measured at
     preset_parser.add_argument("--ffn_dim", "--ffn-dim", type=int)
     known = preset_parser.parse_known_args(argv)[0]
+    for name in ("d_model", "ffn_dim"):  # measured with before the other options are checked
+        if getattr(known, name) is not None and getattr(known, name) < 1:
+            raise UsageError(f"--{name} must be at least 1, got {getattr(known, name)}")
     preset_name = known.preset
     parser = recipe_parser()
     if preset_name not in PRESETS:

@@ -15,6 +15,7 @@ The output folder is a Hub-ready checkpoint: model, tokenizer, generation config
 test-set BLEU), plus the Trainer's checkpoints and `trainer_state.json`.
 """
 
+import contextlib
 import os
 import sys
 import time
@@ -55,6 +56,22 @@ from vanilla_transformer.training.run_folder import (
 )
 from vanilla_transformer.training.summary import RunState, training_summary
 from vanilla_transformer.training.watch import watch_callbacks
+
+
+@contextlib.contextmanager
+def closed_loggers(trainer):
+    """Close the run's log writers (TensorBoard's) when the body ends, however it ends: before the output folder's
+    lock records what the run wrote. A writer the evaluation after training opened again, or one a failure left
+    open, would otherwise write its last events after the record, when the interpreter exits, and the next run would
+    take the changed file for a user's."""
+    try:
+        yield
+    finally:
+        for callback in trainer.callback_handler.callbacks:
+            writer = getattr(callback, "tb_writer", None)
+            if writer is not None:
+                writer.close()
+                callback.tb_writer = None
 
 
 def train(trainer, training_args, resume: str | None) -> dict:
@@ -106,7 +123,7 @@ def run(data_args, model_args, training_args, callbacks=None) -> dict:
     context.trainer, context.tokenized, context.texts = build_trainer(context)
     trainer = context.trainer
 
-    with output_dir_lock(training_args), writing_errors(training_args.output_dir):
+    with output_dir_lock(training_args), writing_errors(training_args.output_dir), closed_loggers(trainer):
         prepare_output_dir(training_args, resume, inputs)
         metrics = train(trainer, training_args, resume)
         if data.trains_while_tokenizing:  # background_tokens: the tokenized copy whole, the counts known

@@ -322,4 +322,5 @@ def _generate_batch(model, tokenizer, rows: list[list[int]], generate_kwargs: di
 
 
 __all__ = ["CHUNK_SIZE", "ENGINES", "characters_read", "load_model", "load_model_and_tokenizer", "manual_seed",
-           "max_input_tokens", "progress_bar", "source_ids", "translate", "translate_chunks", "translate_hypotheses", "closest"]
+           "max_input_tokens", "progress_bar", "source_ids", "translate", "translate_chunks", "translate_hypotheses",
+           "closest"]

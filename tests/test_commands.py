@@ -180,7 +180,7 @@ def test_every_command_module_is_listed_and_has_the_two_functions():
 
 
 USAGE_ERRORS = [
-    (["translate", "--model", "{seq2seq}", "seven", "--batch-size", "0"], "--batch-size must be at least 1, got 0"),
+    (["translate", "--model", "{seq2seq}", "seven", "--batch-size", "0"], "--batch-size must be from 1 to 100000, got 0"),
     (["translate", "--model", "{seq2seq}", "seven", "--num-beams", "two"], "--num-beams 'two' is not an integer"),
     (["translate", "--model", "{seq2seq}"], "nothing to translate"),
     (["translate", "--model", "{seq2seq}", "seven", "--device", "toaster"], "is not a torch device"),

@@ -460,3 +460,19 @@ def test_a_runs_checkpoints_and_final_model_get_the_permissions_of_the_umask(ear
         assert stat.S_IMODE(os.stat(root).st_mode) == 0o777 & ~mask, root
         for name in files:  # model.safetensors included, which safetensors itself writes 0600
             assert stat.S_IMODE(os.stat(os.path.join(root, name)).st_mode) == 0o666 & ~mask, (root, name)
+
+
+@pytest.mark.parametrize("damage", ["a token renamed", "not JSON"])
+def test_a_tokenizer_to_train_with_that_cannot_be_loaded_is_one_line_naming_its_file(damage, tmp_path, capsys):
+    from test_files_safety_export import _a_token_renamed
+
+    folder = tmp_path / "tokenizer"
+    tiny_tokenizer().save_pretrained(folder)
+    if damage == "a token renamed":
+        _a_token_renamed(folder)
+    else:
+        (folder / "tokenizer.json").write_text('{"model": {"vocab": ', encoding="utf-8")
+    code, _, err = train(["--output_dir", str(tmp_path / "run"), *tiny(tokenizer_name=str(folder))], capsys)
+    line = one_line(code, err)
+    assert code == 1 and f"{folder / 'tokenizer.json'} cannot be loaded as a tokenizer" in line, line
+    assert not (tmp_path / "run").exists()

@@ -29,7 +29,7 @@ from transformers import AutoTokenizer, GenerationConfig
 from transformers.utils import logging
 
 from vanilla_transformer.cards.model_card import converted_model_card, hub_id_from_path
-from vanilla_transformer.checkpoints.kinds import CheckpointError
+from vanilla_transformer.checkpoints.kinds import CheckpointError, tokenizer_errors
 from vanilla_transformer.checkpoints.validate import check_checkpoint
 from vanilla_transformer.configuration_vanilla_transformer import ACTIVATIONS, VanillaTransformerConfig
 from vanilla_transformer.extras import check_extra
@@ -303,7 +303,8 @@ def _load_source_tokenizer(kind: str, src: Path, config: VanillaTransformerConfi
     except ImportError as error:
         raise ConversionError(str(error)) from None
 
-    tokenizer = AutoTokenizer.from_pretrained(src)
+    with tokenizer_errors(str(src)):  # a damaged tokenizer file: one line naming it
+        tokenizer = AutoTokenizer.from_pretrained(src)
     for name in ("pad_token_id", "eos_token_id"):  # FSMT's tokenizer has no eos_token (it ends inputs with sep)
         if getattr(tokenizer, name) is not None and getattr(tokenizer, name) != getattr(config, name):
             raise ConversionError(

@@ -9,6 +9,7 @@ from huggingface_hub.errors import StrictDataclassError
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from vanilla_transformer.checkpoints.kinds import tokenizer_errors
 from vanilla_transformer.cli.options import UsageError
 from vanilla_transformer.files import reads_once
 from vanilla_transformer.training.augmentation import augmenting_collator
@@ -130,7 +131,9 @@ def build_tokenizer(context: RunContext):
     source = data_args.tokenizer_name or context.resume or context.model_args.model_name_or_path
     tags = corpus.tags if corpus is not None and not corpus.streaming else []
     if source is not None:
-        return with_tags(AutoTokenizer.from_pretrained(source), tags, context)
+        with tokenizer_errors(source):  # a damaged tokenizer file: one line naming it
+            tokenizer = AutoTokenizer.from_pretrained(source)
+        return with_tags(tokenizer, tags, context)
 
     def train(texts):
         tokenizer = train_tokenizer(texts, vocab_size=data_args.vocab_size,

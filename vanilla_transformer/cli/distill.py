@@ -31,15 +31,11 @@ def _threads(text: str) -> tuple[int, ...]:
 def _file_read_again(text: str) -> str:
     """A file that exists (`existing_file`), and a regular one: distill reads each of its files more than once (the
     checks before the teacher's pass, the pass, the student's run, the report), which a pipe cannot give."""
+    from vanilla_transformer.files import is_stream
 
-    if text != "-":
-        try:
-            mode = os.stat(text).st_mode
-        except OSError:
-            mode = None
-        if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-            kind = "a pipe" if stat.S_ISFIFO(mode) else "not a regular file"
-            raise argparse.ArgumentTypeError(f"{text} is {kind}: distill reads it more than once; give a file")
+    if text != "-" and is_stream(text):
+        kind = "a pipe" if stat.S_ISFIFO(os.stat(text).st_mode) else "not a regular file"
+        raise argparse.ArgumentTypeError(f"{text} is {kind}: distill reads it more than once; give a file")
     return existing_file(text)
 
 

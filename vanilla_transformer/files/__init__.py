@@ -37,7 +37,6 @@ from vanilla_transformer.files.staging import (
     commit_files,
     has_model,
     install_folder,
-    is_stream,
     staged_file,
     staged_folder,
     staging_name,
@@ -45,6 +44,7 @@ from vanilla_transformer.files.staging import (
 from vanilla_transformer.files.text import (
     OpenedText,
     count_text_lines,
+    is_stream,
     open_text,
     open_text_file,
     read_text_lines,

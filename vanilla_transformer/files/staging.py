@@ -19,11 +19,11 @@ import errno
 import fnmatch
 import os
 import shutil
-import stat
 import sys
 
 from vanilla_transformer.files.manifest import HELD_BY, record_entries, record_pending, write_manifest
 from vanilla_transformer.files.paths import check_output_file, check_output_folder
+from vanilla_transformer.files.text import is_stream
 from vanilla_transformer.files.write_errors import writing_errors
 
 # The files whose presence makes a folder a loadable model: moved in last, so that `from_pretrained` finds either the
@@ -184,16 +184,6 @@ def staged_folder(target, *, overwrite: bool = False, inputs=(), overwrite_flag:
         shutil.rmtree(holder, ignore_errors=True)
 
 
-def is_stream(path) -> bool:
-    """Is `path` an existing device, FIFO or socket, or a link to one (/dev/null, /dev/stdout, a named pipe)? Such
-    an output is written into, never staged and renamed over: that would put a regular file in its place."""
-    try:
-        mode = os.stat(os.fspath(path)).st_mode
-    except (OSError, ValueError):
-        return False
-    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
-
-
 @contextlib.contextmanager
 def staged_file(path, *, inputs=(), what: str = "--output", overwrite: bool = False,
                 overwrite_flag: str = "--overwrite", encoding: str | None = "utf-8"):
@@ -309,5 +299,5 @@ def fsync_folder(folder) -> None:
 
 
 __all__ = ["WEIGHT_FILES", "apply_umask", "clean_stale_staging", "commit_files", "current_umask", "fsync_folder",
-           "fsync_tree", "has_model", "install_folder", "is_stream", "is_weight_file", "pid_alive", "staged_file",
+           "fsync_tree", "has_model", "install_folder", "is_weight_file", "pid_alive", "staged_file",
            "staged_folder", "staging_name"]

@@ -53,6 +53,13 @@ def reads_once(path) -> bool:
         return False
 
 
+def is_stream(path) -> bool:
+    """Is `path` an existing device, FIFO or socket, or a link to one (/dev/null, /dev/stdout, a named pipe): what
+    `reads_once` says of everything but a regular file, folders left out? Such an output is written into, never
+    staged and renamed over (that would put a regular file in its place), and such an input cannot be read twice."""
+    return reads_once(path) and not os.path.isdir(os.fspath(path))
+
+
 class OpenedText:
     """A text input opened once: its decompressed bytes (`read`), what it is (`compression`), and the status
     (`os.fstat`) of the file that was opened, which names it in the corpus cache. Closed by `close` or `with`."""
@@ -284,5 +291,5 @@ def read_text_lines(path_or_stream, what: str = "input file") -> list[str]:
     return list(text_lines(path_or_stream, what))
 
 
-__all__ = ["BOM", "OpenedText", "count_text_lines", "open_text", "open_text_file", "read_text_lines", "reads_once",
-           "text_lines"]
+__all__ = ["BOM", "OpenedText", "count_text_lines", "is_stream", "open_text", "open_text_file", "read_text_lines",
+           "reads_once", "text_lines"]

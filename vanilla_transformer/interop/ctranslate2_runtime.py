@@ -130,6 +130,20 @@ def check_tokenizer_fingerprint(folder: str | os.PathLike) -> None:
                                   f"would not match the model's; put the exported tokenizer back or {EXPORT_AGAIN}")
 
 
+def ctranslate2_device(device: str) -> tuple[str, str, str]:
+    """(the device, its type, its index or "") CTranslate2 runs on for `device` ("cpu", "cuda", "cuda:1", "auto":
+    CUDA when CTranslate2 finds it); a ValueError (one line) for one it cannot run on on this machine."""
+    ctranslate2 = import_ctranslate2()
+    if device == "auto":
+        device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+    device_type, _, index = str(device).partition(":")
+    if device_type not in ("cpu", "cuda") or (index and not index.isdigit()):
+        raise ValueError(f"device {device!r} is not one CTranslate2 runs on (cpu, cuda, cuda:1, ...)")
+    if device_type == "cuda" and ctranslate2.get_cuda_device_count() == 0:
+        raise ValueError(f"device {device!r}: CTranslate2 finds no CUDA device on this machine")
+    return device, device_type, index
+
+
 class CTranslate2Translator:
     """A `ctranslate2.Translator` over an exported folder that `translate.translate` drives like our model: its
     `generate(input_ids, attention_mask, num_beams=..., max_new_tokens=...)` takes the tokenizer's padded ids and
@@ -167,13 +181,7 @@ class CTranslate2Translator:
         if not is_ctranslate2_folder(folder):
             raise FileNotFoundError(f"{folder} is not a CTranslate2 folder (it has no model.bin and config.json); "
                                     "make one with: vanilla-transformer export ctranslate2 CHECKPOINT OUT")
-        if device == "auto":
-            device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
-        device_type, _, index = str(device).partition(":")
-        if device_type not in ("cpu", "cuda") or (index and not index.isdigit()):
-            raise ValueError(f"device {device!r} is not one CTranslate2 runs on (cpu, cuda, cuda:1, ...)")
-        if device_type == "cuda" and ctranslate2.get_cuda_device_count() == 0:
-            raise ValueError(f"device {device!r}: CTranslate2 finds no CUDA device on this machine")
+        device, device_type, index = ctranslate2_device(device)
         supported = ctranslate2.get_supported_compute_types(device_type, int(index or 0))
         if compute_type not in ("default", "auto") and compute_type not in supported:
             raise ValueError(f"compute_type {compute_type!r} is not supported on {device} by this machine "

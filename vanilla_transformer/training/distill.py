@@ -41,8 +41,7 @@ from huggingface_hub.errors import StrictDataclassError
 from transformers.trainer_utils import get_last_checkpoint
 
 from vanilla_transformer import VanillaTransformerConfig
-from vanilla_transformer.checkpoints.agreement import tokenizer_file
-from vanilla_transformer.checkpoints.kinds import CheckpointError, check_folder_kind
+from vanilla_transformer.checkpoints.kinds import check_folder_kind, tokenizer_errors
 from vanilla_transformer.checkpoints.load import load_checkpoint
 from vanilla_transformer.checkpoints.pytorch import pick_device
 from vanilla_transformer.checkpoints.validate import check_checkpoint
@@ -59,7 +58,7 @@ from vanilla_transformer.files import (
 from vanilla_transformer.files.lock import LOCK_NAME
 from vanilla_transformer.files.measurements import usable_cpus
 from vanilla_transformer.files.resumable import PARTIAL_SUFFIX, PROGRESS_SUFFIX
-from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator
+from vanilla_transformer.interop.ctranslate2_runtime import CTranslate2Translator, ctranslate2_device
 from vanilla_transformer.interop.export_ctranslate2 import to_ctranslate2
 from vanilla_transformer.training import train as recipe
 from vanilla_transformer.training.arguments import parse_arguments
@@ -248,14 +247,10 @@ def check_teacher(d: Distillation) -> str:
 
 def check_teacher_tokenizer(teacher: str) -> None:
     """The PyTorch teacher's tokenizer loaded as its pass loads it (`AutoTokenizer`): a damaged tokenizer.json is one
-    line naming the file (`CheckpointError`), not the tokenizers library's traceback after distill.json is
+    line naming the file (`tokenizer_errors`), not the tokenizers library's traceback after distill.json is
     written."""
-
-    try:
+    with tokenizer_errors(teacher):
         transformers.AutoTokenizer.from_pretrained(teacher)
-    except Exception as error:  # noqa: BLE001  (the tokenizers library raises bare Exceptions)
-        raise CheckpointError(f"{tokenizer_file(teacher)} cannot be loaded as the teacher's tokenizer "
-                              f"({one_line(error)}); put the tokenizer it was trained with back") from None
 
 
 def check_device(d: Distillation, kind: str) -> None:
@@ -263,18 +258,11 @@ def check_device(d: Distillation, kind: str) -> None:
     CTranslate2 runs on (a CTranslate2 teacher); a `UsageError` otherwise."""
     if d.device is None:
         return
-    if kind == "ctranslate2":  # the rule of interop.ctranslate2_runtime.CTranslate2Translator, without loading
-        import ctranslate2
-
-        device_type, _, index = d.device.partition(":")
-        if d.device != "auto" and (device_type not in ("cpu", "cuda") or (index and not index.isdigit())):
-            raise UsageError(f"--device {d.device!r} is not one CTranslate2 runs on (cpu, cuda, cuda:1, auto)")
-        if device_type == "cuda" and ctranslate2.get_cuda_device_count() == 0:
-            raise UsageError(f"--device {d.device!r}: CTranslate2 finds no CUDA device on this machine")
-        return
-
     try:
-        pick_device(d.device)
+        if kind == "ctranslate2":
+            ctranslate2_device(d.device)
+        else:
+            pick_device(d.device)
     except ValueError as error:  # "device 'bogus' is not a torch device (...)", "... CUDA is not available ..."
         raise UsageError(f"--{error}") from None
 

@@ -40,7 +40,7 @@ class RunLock:
         self.what = what
         self.fd = None
         self.found = None  # the top-level entries there before this run
-        self.found_inside = {}  # of those that are folders, the files under each
+        self.found_inside = {}  # of those that are folders of ours, the files under each
         self.message = None  # set when a stale lock was taken over
 
     def acquire(self) -> "RunLock":
@@ -71,11 +71,9 @@ class RunLock:
             before_killed_run = run_entries(self.folder)
             self.found = sorted(name for name in os.listdir(self.folder) if name != LOCK_NAME and (
                 before_killed_run is None or name in before_killed_run))
-            # and what is in those of them that are folders: a run adds to some of ours (TensorBoard's runs/ of the
-            # earlier runs)
-            self.found_inside = {name: _files_under(os.path.join(self.folder, name)) for name in self.found
-                                 if os.path.isdir(os.path.join(self.folder, name))
-                                 and not os.path.islink(os.path.join(self.folder, name))}
+            # and the files in those of them a run adds to (TensorBoard's runs/ of the earlier runs)
+            self.found_inside = {name: _files_under(os.path.join(self.folder, name))
+                                 for name in _recorded_folders(self.folder, self.found)}
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
             record = {"process": os.getpid(), "host": socket.gethostname(), "found": self.found}
@@ -93,11 +91,9 @@ class RunLock:
             made = [name for name in os.listdir(self.folder) if name not in self.found
                     and name not in (LOCK_NAME, MANIFEST_NAME) and not HELD_BY.match(name)
                     and read_manifest(os.path.join(self.folder, name)) is None]
-            recorded = read_manifest(self.folder) or {}
             for name, before in self.found_inside.items():  # what this run added inside a folder of ours it found
                 path = os.path.join(self.folder, name)
-                if (os.path.isdir(path) and read_manifest(path) is None
-                        and any(key.startswith(name + "/") for key in recorded)):
+                if os.path.isdir(path):
                     made += [os.path.join(name, entry) for entry in sorted(_files_under(path) - before)]
             if made:
                 record_entries(self.folder, made)
@@ -127,6 +123,15 @@ def check_run_folder(folder, *, resuming: bool, what: str = "--output_dir",
     raise OutputError(f"{what} {os.fspath(folder)} holds files this project did not write (or that changed since): "
                       f"{describe(foreign)}; a run writes its model there, and {overwrite_flag} removes only what "
                       f"this project wrote: move them away, or choose another {what}.")
+
+
+def _recorded_folders(folder: str, names: list[str]) -> list[str]:
+    """Those of the entries `names` at the top of `folder` that are folders whose files its manifest records (not a
+    link, nor a folder with a manifest of its own, such as a checkpoint): the folders of ours a run may add to."""
+    recorded = read_manifest(folder) or {}
+    return [name for name in names if os.path.isdir(os.path.join(folder, name))
+            and not os.path.islink(os.path.join(folder, name)) and read_manifest(os.path.join(folder, name)) is None
+            and any(key.startswith(name + "/") for key in recorded)]
 
 
 def _files_under(folder: str) -> set[str]:

@@ -50,7 +50,8 @@ REGISTERS_WHEN_NEEDED = True
 # what changes no translation: a run may resume with other values of these
 # (--engine is not: the engine that translates is, as `engine_used`)
 NOT_IN_THE_RECORD = ("no_progress", "overwrite", "output", "input", "texts", "command", "command_check",
-                     "command_run", "command_parser", "command_registers", "engine", "engine_note")
+                     "command_run", "command_parser", "command_registers", "engine", "engine_note",
+                     "resumable_output")
 # A PyTorch folder is exported to CTranslate2 automatically (`--engine auto`) for an --input of at least this many
 # lines: an export loads and writes the weights once (it is cached), and CTranslate2 translates several times faster
 # (docs/fast-translation.md's table), which a corpus of thousands of lines repays; a handful of sentences would wait
@@ -173,6 +174,7 @@ def _check_output(args: argparse.Namespace, output=None) -> int:
     try:
         if _resumable(args):
             output = output or _resumable_output(args)
+            args.resumable_output = output  # `run` checks it again, reading back only what changed since
             try:
                 return output.check()
             except OutputError:
@@ -389,6 +391,9 @@ def run(args: argparse.Namespace) -> None:
         raise UsageError(f"--sampling-topk {args.sampling_topk} is more than the {vocabulary:,} tokens of the "
                          f"model's vocabulary")
     output = _resumable_output(args) if _resumable(args) else None
+    earlier = getattr(args, "resumable_output", None)  # what `check` read back, if the same options still make it
+    if output is not None and earlier is not None and (earlier.path, earlier.digest) == (output.path, output.digest):
+        output = earlier
     done = _check_output(args, output)  # again: another program may have changed things meanwhile, or the export failed
     lines, references = args.texts, None
     if args.input:

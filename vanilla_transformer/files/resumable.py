@@ -100,6 +100,8 @@ class ResumableOutput:
                               "wrote (a folder, a link or a device); move it away, or choose another output.")
         record = self._read_record()
         self.identity = file_identity(self.source)
+        # what an earlier `check` of this output read back: the same file, unchanged, is not read again
+        earlier = (self.verified, self.bytes, self.sha256)
         self.lines = self.bytes = 0
         self.sha256, self.verified = hashlib.sha256(), None
         partial_size = os.path.getsize(self.partial) if os.path.isfile(self.partial) else None
@@ -118,6 +120,9 @@ class ResumableOutput:
             problem = "it was started with other options (or another model)"
         elif partial_size is None or partial_size < record["bytes"]:
             problem = f"{self.partial} is missing or shorter than recorded"
+        elif earlier[:2] == (_status_key(os.stat(self.partial)), record["bytes"]) and (
+                record.get("sha256") in (None, earlier[2].hexdigest())):
+            self.sha256, self.verified = earlier[2], earlier[0]
         else:
             problem = self._recorded_part_problem(record)
             advice = "move it away to keep it, or give --overwrite to start again"
